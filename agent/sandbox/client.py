@@ -1,0 +1,210 @@
+"""The trusted side of the sandbox: starts a zygote, sends it jobs, reads what the job produced.
+
+Each job's result, stdout and stderr arrive on pipes created here and handed to the zygote as file
+descriptors, so a large result (reference outputs of an H100-sized problem) is read once, directly.
+The result bytes are untrusted: callers decode them with safe decoders (JSON, weights-only loads).
+"""
+from __future__ import annotations
+
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.sandbox.limits import Limits
+from agent.sandbox.wire import recv_message, send_message
+
+_MAX_RESULT_BYTES = 8 << 30
+
+
+class SandboxError(RuntimeError):
+    """The sandbox machinery itself failed (not the job): our bug or a broken host."""
+
+
+@dataclass(frozen=True)
+class Job:
+    function: str
+    """"module:function" of OUR code; called in the child as function(payload, result_file, context)."""
+    payload: Any
+    device: str = "cpu"
+    limits: Limits = field(default_factory=Limits)
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str | None = None
+
+
+@dataclass
+class JobResult:
+    exit_code: int | None
+    signal: int | None
+    killed: str | None  # "wall_time", "memory", "processes" or None
+    seconds: float
+    result: bytes
+    stdout: str
+    stderr: str
+    isolation: str
+    peak_rss: int = 0
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and self.killed is None
+
+
+class _Capture:
+    """Keeps the head and the tail of a stream, counting what was dropped in between."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    def text(self) -> str:
+        dropped = self.total - len(self.head) - len(self.tail)
+        middle = f"\n... [{dropped} bytes of output cut] ...\n".encode() if dropped > 0 else b""
+        return bytes(self.head + middle + self.tail).decode("utf-8", errors="replace")
+
+
+class Sandbox:
+    """One zygote and the jobs sent to it, one at a time (a GPU worker runs one job at a time)."""
+
+    def __init__(self, preload: tuple[str, ...] = ("agent.evaluate.jobs",), env: dict[str, str] | None = None) -> None:
+        self.preload = preload
+        self.env = env
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self.startup_seconds = 0.0
+
+    def __enter__(self) -> Sandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            return
+        started = time.monotonic()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = dict(os.environ if self.env is None else self.env)
+        env.setdefault("PYTHONPATH", _package_root())
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "agent.sandbox.zygote", str(theirs.fileno()), *self.preload],
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=_package_root(),
+        )
+        theirs.close()
+        self._sock = ours
+        try:
+            hello, _ = recv_message(ours)
+        except EOFError as exc:
+            code = self._proc.wait()
+            raise SandboxError(f"the sandbox zygote exited with code {code} before it was ready") from exc
+        if not hello.get("ready"):
+            raise SandboxError(f"unexpected hello from the zygote: {hello!r}")
+        self.startup_seconds = time.monotonic() - started
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+
+    def run(self, job: Job) -> JobResult:
+        with self._lock:
+            self.start()
+            try:
+                return self._run(job)
+            except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
+                self.close()  # the zygote is gone: the next job starts a new one
+                raise SandboxError(f"the sandbox zygote died while running {job.function}") from exc
+
+    def _run(self, job: Job) -> JobResult:
+        assert self._sock is not None
+        pipes = [os.pipe() for _ in range(3)]
+        request = {"function": job.function, "payload": job.payload, "device": job.device,
+                   "limits": job.limits, "env": job.env, "workdir": job.workdir}
+        try:
+            send_message(self._sock, request, fds=[w for _, w in pipes])
+        finally:
+            for _, w in pipes:
+                os.close(w)
+        result = bytearray()
+        out, err = _Capture(job.limits.output_bytes), _Capture(job.limits.output_bytes)
+        sinks = {pipes[0][0]: result, pipes[1][0]: out, pipes[2][0]: err}
+        selector = selectors.DefaultSelector()
+        for fd in sinks:
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ)
+        selector.register(self._sock, selectors.EVENT_READ)
+        info: dict[str, Any] | None = None
+        grace_until: float | None = None
+        while sinks or info is None:
+            if info is not None and grace_until is None:
+                grace_until = time.monotonic() + 2.0  # a leftover holder of a pipe must not hang us
+            if grace_until is not None and time.monotonic() > grace_until:
+                break
+            for key, _ in selector.select(timeout=0.5):
+                if key.fileobj is self._sock:
+                    selector.unregister(self._sock)
+                    info, _ = recv_message(self._sock)
+                    continue
+                fd = key.fd
+                try:
+                    data = os.read(fd, 1 << 20)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    selector.unregister(fd)
+                    os.close(fd)
+                    del sinks[fd]
+                    continue
+                sink = sinks[fd]
+                if isinstance(sink, bytearray):
+                    if len(sink) + len(data) > _MAX_RESULT_BYTES:
+                        raise SandboxError("a job's result exceeded 8 GiB")
+                    sink += data
+                else:
+                    sink.feed(data)
+        for fd in list(sinks):
+            selector.unregister(fd)
+            os.close(fd)
+        selector.close()
+        assert info is not None
+        return JobResult(
+            exit_code=info.get("exit_code"), signal=info.get("signal"), killed=info.get("killed"),
+            seconds=info["seconds"], result=bytes(result), stdout=out.text(), stderr=err.text(),
+            isolation=info.get("isolation", "unknown"), peak_rss=info.get("peak_rss", 0),
+            stdout_bytes=out.total, stderr_bytes=err.total,
+        )
+
+
+def _package_root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

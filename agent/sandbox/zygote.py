@@ -1,0 +1,224 @@
+"""The warm parent: imports torch once (never touching CUDA), then forks one isolated child per job.
+
+A fresh Python with torch and CUDA costs ~4.7 s on the H100 box; a fork of this process plus CUDA
+init costs ~0.35 s. The zygote never runs untrusted code itself: each job runs two forks down,
+as the first process of new namespaces, with rlimits, while the zygote enforces wall time, memory
+and process count on the whole tree and kills it when one is exceeded.
+
+Wire format (both ends are ours, so pickle is fine here; what children produce never passes
+through this process: it goes straight to the client through the pipes it handed over).
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+import psutil
+
+from agent.sandbox import isolation
+from agent.sandbox.limits import Limits, apply_rlimits
+from agent.sandbox.wire import recv_message, send_message
+
+_POLL_SECONDS = 0.02
+_WATCH_EVERY = 5  # resource checks every 5 polls (100 ms): psutil walks /proc
+
+
+def _child_environment(device: str, extra: dict[str, str]) -> dict[str, str]:
+    """What a job sees of the environment: enough to run compilers and CUDA, no secrets."""
+    keep = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
+            "KSTUDIO_CACHE_DIR", "KSTUDIO_CUDA_ARCH", "TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "CC", "CXX",
+            "OMP_NUM_THREADS", "PYTHONHASHSEED")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    env["HOME"] = "/tmp"
+    env["TMPDIR"] = "/tmp"
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    env.update(extra)
+    return env
+
+
+def _run_job(request: dict[str, Any], result_fd: int, isolation_level: str) -> int:
+    """In the sandbox's first process: call the job function and hand it the result pipe."""
+    env = _child_environment(request["device"], request.get("env", {}))
+    os.environ.clear()
+    os.environ.update(env)
+    workdir = request.get("workdir") or "/tmp"
+    os.makedirs(workdir, exist_ok=True)
+    os.chdir(workdir)
+    module_name, _, function_name = request["function"].partition(":")
+    function = getattr(importlib.import_module(module_name), function_name)
+    with os.fdopen(result_fd, "wb", buffering=1 << 20) as result:
+        function(request["payload"], result, {"isolation": isolation_level, "limits": request["limits"]})
+    return 0
+
+
+def _first_child(request: dict[str, Any], fds: list[int], status_w: int) -> None:
+    """C0: new session, rlimits, namespaces; forks C1 (pid 1 of the new pid namespace) and waits."""
+    result_fd, out_fd, err_fd = fds
+    os.setsid()
+    limits: Limits = request["limits"]
+    apply_rlimits(limits, address_space=request["device"] == "cpu")
+    try:
+        isolation.enter_namespaces()
+        level = "namespaces"
+    except OSError as exc:  # e.g. user namespaces disabled: carry on, but say so in the verdict
+        level = f"rlimits-only ({exc.strerror})"
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            os.close(status_w)
+            if level == "namespaces":
+                isolation.finish_inside_namespace()
+            else:
+                isolation.drop_privileges()
+            code = _run_job(request, result_fd, level)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:  # noqa: BLE001 - the harness itself failed; report and exit non-zero
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(result_fd)
+    os.write(status_w, json.dumps({"pid": pid, "isolation": level}).encode() + b"\n")
+    _, status = os.waitpid(pid, 0)
+    os.write(status_w, json.dumps({"status": status}).encode() + b"\n")
+    os._exit(0)
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _kill_tree(pids: list[int]) -> None:
+    for pid in pids:
+        for proc in _tree(pid):
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _supervise(pid: int, status_r: int, limits: Limits) -> dict[str, Any]:
+    """Wait for C0 while enforcing wall time, memory and process count on the whole tree."""
+    started = time.monotonic()
+    deadline = started + limits.wall_seconds
+    buffer, reports = b"", []
+    os.set_blocking(status_r, False)
+    killed, peak_rss, polls = None, 0, 0
+    while True:
+        try:
+            chunk = os.read(status_r, 4096)
+            buffer += chunk
+        except BlockingIOError:
+            pass
+        *lines, buffer = buffer.split(b"\n")
+        reports.extend(json.loads(line) for line in lines if line)
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        polls += 1
+        if killed is None and time.monotonic() > deadline:
+            killed = "wall_time"
+        elif killed is None and polls % _WATCH_EVERY == 0:
+            procs = _tree(pid)
+            rss = 0
+            for proc in procs:
+                try:
+                    rss += proc.memory_info().rss
+                except psutil.NoSuchProcess:
+                    pass
+            peak_rss = max(peak_rss, rss)
+            if rss > limits.memory_bytes:
+                killed = "memory"
+            elif len(procs) > limits.processes:
+                killed = "processes"
+        if killed:
+            inner = [r["pid"] for r in reports if "pid" in r]
+            _kill_tree([*inner, pid])
+        time.sleep(_POLL_SECONDS)
+    try:
+        buffer += os.read(status_r, 4096)
+    except BlockingIOError:
+        pass
+    reports.extend(json.loads(line) for line in buffer.split(b"\n") if line)
+    os.close(status_r)
+    info: dict[str, Any] = {"killed": killed, "seconds": time.monotonic() - started, "peak_rss": peak_rss}
+    for report in reports:
+        info.update(report)
+    inner_pid = info.get("pid")
+    if inner_pid:
+        _kill_tree([inner_pid])  # whatever the job left behind dies with it
+    status = info.get("status")
+    if status is None:
+        info["exit_code"], info["signal"] = None, signal.SIGKILL if killed else None
+    elif os.WIFSIGNALED(status):
+        info["exit_code"], info["signal"] = None, os.WTERMSIG(status)
+    else:
+        info["exit_code"], info["signal"] = os.WEXITSTATUS(status), None
+    return info
+
+
+def serve(sock: socket.socket) -> None:
+    import torch  # noqa: F401 - the point of the zygote: children inherit an imported torch
+
+    while True:
+        try:
+            request, fds = recv_message(sock, maxfds=3)
+        except EOFError:
+            return
+        if torch.cuda.is_initialized():  # our bug, never the candidate's: children would inherit it
+            raise RuntimeError("the zygote initialised CUDA; forked children could not use the GPU")
+        status_r, status_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                sock.close()
+                os.close(status_r)
+                _first_child(request, fds, status_w)
+            finally:
+                os._exit(71)
+        os.close(status_w)
+        for fd in fds:
+            os.close(fd)
+        send_message(sock, _supervise(pid, status_r, request["limits"]))
+
+
+def main() -> None:
+    fd = int(sys.argv[1])
+    preload = sys.argv[2:]
+    started = time.monotonic()
+    # Die with the client: an orphaned zygote would hold a GPU worker's memory forever.
+    isolation._libc.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    sock = socket.socket(fileno=fd)
+    import torch  # noqa: F401
+
+    for name in preload:
+        importlib.import_module(name)
+    send_message(sock, {"ready": True, "pid": os.getpid(), "import_seconds": time.monotonic() - started})
+    serve(sock)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""The verdict: the one structured judgement of a candidate that the agent, the studio and the trainer read.
+
+Versioned and JSON-serializable. Bump VERDICT_VERSION when a field changes meaning or goes away.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+VERDICT_VERSION = 1
+
+# Captured logs are capped so a candidate that prints in a loop cannot bloat a verdict.
+LOG_CAP_BYTES = 16_384
+
+
+class Status(str, enum.Enum):
+    ACCEPTED = "accepted"
+    INCORRECT = "incorrect"
+    BUILD_ERROR = "build_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    REJECTED = "rejected"
+
+
+class Stage(str, enum.Enum):
+    """How far the evaluation got; the verdict's status says how it ended there."""
+
+    VALIDATE = "validate"
+    BUILD = "build"
+    REFERENCE = "reference"
+    LOAD = "load"
+    CORRECTNESS = "correctness"
+    TIMING = "timing"
+    DONE = "done"
+
+
+class Flag(str, enum.Enum):
+    """Named findings. Every flag in REJECTING_FLAGS stops a candidate from being accepted."""
+
+    INPUT_MUTATED = "input_mutated"
+    OUTPUT_ALIASES_INPUT = "output_aliases_input"
+    OUTPUT_ALIASES_PARAMETER = "output_aliases_parameter"
+    STALE_OUTPUT = "stale_output"
+    FORBIDDEN_TORCH_OP = "forbidden_torch_op"
+    WORK_AFTER_RETURN = "work_after_return"
+    BACKGROUND_THREAD = "background_thread"
+    SIDE_STREAM = "side_stream"
+    TIMER_TAMPERING = "timer_tampering"
+    NOT_A_PLAIN_TENSOR = "not_a_plain_tensor"
+    PRECISION_DOWNGRADE = "precision_downgrade"
+    OUTPUT_METADATA = "output_metadata"
+    TIMED_OUTPUT_MISMATCH = "timed_output_mismatch"
+    INPUT_DEPENDENT_CACHING = "input_dependent_caching"
+    BEYOND_ROOFLINE = "beyond_roofline"
+    CLOCKS_DISAGREE = "clocks_disagree"
+    NEAR_ZERO_REFERENCE = "near_zero_reference"
+    NOISY_TIMING = "noisy_timing"
+
+
+REJECTING_FLAGS = frozenset(
+    {
+        Flag.INPUT_MUTATED,
+        Flag.OUTPUT_ALIASES_INPUT,
+        Flag.OUTPUT_ALIASES_PARAMETER,
+        Flag.STALE_OUTPUT,
+        Flag.FORBIDDEN_TORCH_OP,
+        Flag.WORK_AFTER_RETURN,
+        Flag.BACKGROUND_THREAD,
+        Flag.SIDE_STREAM,
+        Flag.TIMER_TAMPERING,
+        Flag.NOT_A_PLAIN_TENSOR,
+        Flag.PRECISION_DOWNGRADE,
+        Flag.OUTPUT_METADATA,
+        Flag.TIMED_OUTPUT_MISMATCH,
+        Flag.INPUT_DEPENDENT_CACHING,
+        Flag.BEYOND_ROOFLINE,
+        Flag.CLOCKS_DISAGREE,
+    }
+)
+
+
+@dataclass
+class Finding:
+    flag: Flag
+    detail: str
+
+
+@dataclass
+class TrialResult:
+    """One correctness trial: fresh inputs of one distribution, compared output by output."""
+
+    index: int
+    distribution: str
+    passed: bool
+    max_abs_error: float
+    max_rel_error: float
+    atol: float
+    rtol: float
+    mismatched: int = 0
+    numel: int = 0
+    note: str = ""
+
+
+@dataclass
+class Spread:
+    """Summary of repeated timings, in milliseconds."""
+
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    min_ms: float
+    iterations: int
+
+    @property
+    def relative_iqr(self) -> float:
+        return (self.p90_ms - self.p10_ms) / self.median_ms if self.median_ms > 0 else 0.0
+
+
+@dataclass
+class Timing:
+    candidate_ms: float
+    eager_ms: float
+    compile_ms: float | None
+    speedup_vs_eager: float
+    speedup_vs_compile: float | None
+    candidate: Spread
+    eager: Spread
+    compile: Spread | None
+    clock: str  # "cuda_events+host" on GPUs, "host" on the CPU
+    host_candidate_ms: float | None = None  # the synchronized host clock's median, to compare with events
+    compile_note: str = ""
+
+
+@dataclass
+class BuildInfo:
+    backend: str
+    seconds: float = 0.0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    fast_path: str = ""
+    log: str = ""
+
+
+@dataclass
+class Verdict:
+    status: Status
+    stage: Stage
+    message: str
+    correct: bool = False
+    flags: list[Finding] = field(default_factory=list)
+    trials: list[TrialResult] = field(default_factory=list)
+    timing: Timing | None = None
+    build: BuildInfo | None = None
+    weights: str = ""  # "copied" from the reference, or "seeded" (both built under one seed)
+    device: str = "cpu"
+    stdout: str = ""
+    stderr: str = ""
+    toolchain: dict[str, Any] = field(default_factory=dict)
+    hardware: dict[str, Any] = field(default_factory=dict)
+    profile: dict[str, Any] | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    version: int = VERDICT_VERSION
+
+    @property
+    def accepted(self) -> bool:
+        return self.status is Status.ACCEPTED
+
+    def flag_names(self) -> list[str]:
+        return [f.flag.value for f in self.flags]
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(dataclasses.asdict(self))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        data = dict(data)
+        if data.get("version") != VERDICT_VERSION:
+            raise ValueError(f"verdict version {data.get('version')!r} is not {VERDICT_VERSION}")
+        data["status"] = Status(data["status"])
+        data["stage"] = Stage(data["stage"])
+        data["flags"] = [Finding(Flag(f["flag"]), f["detail"]) for f in data.get("flags", [])]
+        data["trials"] = [TrialResult(**t) for t in data.get("trials", [])]
+        if data.get("timing"):
+            t = dict(data["timing"])
+            for key in ("candidate", "eager", "compile"):
+                t[key] = Spread(**t[key]) if t.get(key) else None
+            data["timing"] = Timing(**t)
+        if data.get("build"):
+            data["build"] = BuildInfo(**data["build"])
+        return cls(**data)
+
+
+def cap_log(text: str, limit: int = LOG_CAP_BYTES) -> str:
+    """Keep the head and the tail: the first error and the last words both matter."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n... [{len(text) - limit} characters cut] ...\n{text[-half:]}"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
