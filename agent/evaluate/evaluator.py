@@ -1,0 +1,382 @@
+"""The evaluator: validate, build, run the reference, run the candidate, judge. Trusted code only:
+user modules are parsed here, never imported; everything that imports them runs in the sandbox."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import secrets
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agent import validation
+from agent.validation import ProblemNames
+from agent.build.cache import default_cache_root
+from agent.evaluate.codec import DecodeError, encode_tensors, read_result
+from agent.evaluate.compare import compare_outputs
+from agent.evaluate.config import EvalConfig
+from agent.evaluate.jobs import derive_seed
+from agent.evaluate.timing import value_set_of_last_calls
+from agent.sandbox import Job, JobResult, Limits, Sandbox
+from agent.verdict import (REJECTING_FLAGS, BuildInfo, Finding, Flag, Spread, Stage, Status, Timing, TrialResult,
+                           Verdict, cap_log)
+
+# The reference runs the user's own problem: generous limits, but still limits.
+_REFERENCE_LIMITS = Limits(wall_seconds=900, cpu_seconds=3600)
+# Host clock over device events beyond this (plus launch overheads) means unseen device work.
+_CLOCK_RATIO = 1.5
+_CLOCK_SLACK_MS = 0.05
+# The fastest imaginable compute roof (dense FP8 tensor cores of current parts, with margin).
+_PEAK_FLOPS = 4e15
+
+
+class ProblemError(ValueError):
+    """The problem itself is invalid or fails: the user must fix the problem, not the candidate."""
+
+
+class Evaluator:
+    """Holds a warm sandbox; evaluate() may be called many times (the agent's hot path)."""
+
+    def __init__(self, config: EvalConfig | None = None, cache_root: Path | None = None,
+                 sandbox: Sandbox | None = None) -> None:
+        self.config = config or EvalConfig()
+        self.cache_root = Path(cache_root) if cache_root else default_cache_root()
+        self.cache_root.mkdir(parents=True, exist_ok=True)
+        self.sandbox = sandbox or Sandbox(env=self._sandbox_env())
+
+    def _sandbox_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["KSTUDIO_CACHE_DIR"] = str(self.cache_root)
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(self.cache_root / "inductor"))
+        env.setdefault("TRITON_CACHE_DIR", str(self.cache_root / "triton"))
+        return env
+
+    def __enter__(self) -> Evaluator:
+        self.sandbox.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sandbox.close()
+
+    # ------------------------------------------------------------------------------------ stages
+
+    def build(self, candidate_source: str, config: EvalConfig | None = None) -> tuple[BuildInfo, dict[str, Any]]:
+        """Compile every extension the candidate asks for into the shared cache (no GPU needed)."""
+        cfg = config or self.config
+        backend = cfg.backend or validation.validate_candidate(candidate_source).backend_hint or _default_backend(cfg)
+        started = time.monotonic()
+        # A candidate built before with this toolchain needs no build job: its extensions are cached.
+        record_path = self.cache_root / "candidates" / f"{_candidate_key(candidate_source, cfg)}.json"
+        try:
+            header = json.loads(record_path.read_text())
+            info = BuildInfo(backend=backend, seconds=time.monotonic() - started, cache_hits=len(header.get("records", [])),
+                             fast_path="candidate-cache", log="")
+            return info, header
+        except (OSError, ValueError):
+            pass
+        job = Job("agent.evaluate.jobs:build", {
+            "candidate_source": candidate_source, "cache_root": str(self.cache_root),
+            "cuda_arch": _cuda_arch(), "loadable": cfg.device == "cpu",
+        }, device="cpu", limits=Limits(wall_seconds=cfg.build_seconds, cpu_seconds=int(cfg.build_seconds * 16)),
+            env=self._job_env())
+        out = self.sandbox.run(job)
+        info = BuildInfo(backend=backend, seconds=time.monotonic() - started)
+        if not out.ok:
+            header = {"ok": False, "error": _describe_failure(out, "building the candidate")}
+        else:
+            header, _ = read_result(out.result)
+        records = header.get("records", [])
+        if header.get("ok") and not header.get("import_error") and all(r.get("linked", True) for r in records):
+            record_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = record_path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"ok": True, "records": [dict(r, log="", cache_hit=True) for r in records]}))
+            tmp.replace(record_path)
+        info.cache_hits = sum(1 for r in records if r["cache_hit"])
+        info.cache_misses = sum(1 for r in records if not r["cache_hit"])
+        info.fast_path = ",".join(sorted({r["fast_path"] for r in records if r["fast_path"]}))
+        info.log = cap_log("\n".join(filter(None, [header.get("log", ""), *(r["log"] for r in records),
+                                                    out.stdout, out.stderr])))
+        return info, header
+
+    def evaluate(self, problem_source: str, candidate_source: str, config: EvalConfig | None = None,
+                 names: ProblemNames | None = None) -> Verdict:
+        cfg = config or self.config
+        names = names or ProblemNames()
+        seconds: dict[str, float] = {}
+        started = time.monotonic()
+        problem_report = validation.validate_problem(problem_source, names=names)
+        if not problem_report.ok:
+            raise ProblemError("the problem is invalid: " + "; ".join(_issue_text(i) for i in problem_report.errors()))
+        report = validation.validate_candidate(candidate_source, problem_source=problem_source, problem_names=names)
+        if not report.ok:
+            return Verdict(Status.BUILD_ERROR, Stage.VALIDATE, "; ".join(_issue_text(i) for i in report.errors()),
+                           device=cfg.device)
+
+        build, build_header = self.build(candidate_source, cfg)
+        seconds["build"] = time.monotonic() - started
+        if not build_header.get("ok", False):
+            return Verdict(Status.BUILD_ERROR, Stage.BUILD, build_header.get("error", "the build failed"),
+                           build=build, device=cfg.device, seconds=seconds)
+
+        seed = cfg.seed if cfg.seed is not None else secrets.randbits(62)
+        t0 = time.monotonic()
+        ref_header, ref = self._reference(problem_source, cfg, names, seed)
+        seconds["reference"] = time.monotonic() - t0
+
+        t0 = time.monotonic()
+        out = self._candidate(candidate_source, cfg, ref_header, ref, seed)
+        seconds["candidate"] = time.monotonic() - t0
+        verdict = self._judge(out, cfg, ref_header, ref, build)
+        verdict.seconds = {**seconds, "total": time.monotonic() - started}
+        return verdict
+
+    def _job_env(self) -> dict[str, str]:
+        return {"KSTUDIO_CACHE_DIR": str(self.cache_root),
+                "TORCHINDUCTOR_CACHE_DIR": str(self.cache_root / "inductor"),
+                "TRITON_CACHE_DIR": str(self.cache_root / "triton")}
+
+    def _reference(self, problem_source: str, cfg: EvalConfig, names: ProblemNames, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        baseline_key = self._baseline_key(problem_source, cfg)
+        cached = self._cached_compile(baseline_key) if cfg.timing and cfg.compile_baseline else None
+        payload = {
+            "problem_source": problem_source, "device": cfg.device, "seed": seed, "names": dataclasses.asdict(names),
+            "trials": cfg.trials, "distributions": list(cfg.distributions), "rotate": cfg.rotate,
+            "iterations": cfg.iterations, "warmup_ms": cfg.warmup_ms, "timing": cfg.timing,
+            "compile_baseline": cfg.compile_baseline and cached is None,
+        }
+        out = self.sandbox.run(Job("agent.evaluate.jobs:reference", payload, device=cfg.device,
+                                   limits=_REFERENCE_LIMITS, env=self._job_env()))
+        if not out.ok:
+            raise ProblemError(f"the reference problem failed: {_describe_failure(out, 'running the reference')}")
+        header, tensors = read_result(out.result)
+        if cached is not None:
+            header["compile"] = cached
+            header["compile_cached"] = True
+        elif "compile" in header and "error" not in header["compile"]:
+            self._store_compile(baseline_key, header["compile"])
+        return header, tensors
+
+    def _candidate(self, candidate_source: str, cfg: EvalConfig, ref_header: dict[str, Any], ref: dict[str, Any],
+                   seed: int) -> JobResult:
+        tensors = encode_tensors({
+            "state_dict": ref["state_dict"], "init_inputs": ref["init_inputs"], "trial_inputs": ref["trial_inputs"],
+            "value_sets": ref["value_sets"], "weights_seed": derive_seed(seed, "weights"),
+            "digest_seed": derive_seed(seed, "digest"),
+        })
+        payload = {
+            "candidate_source": candidate_source, "device": cfg.device, "tensors": tensors,
+            "allowed_ops": sorted(cfg.allowed_compute_ops()), "output_meta": ref_header["outputs"][0],
+            "timing": cfg.timing, "rotate": cfg.rotate, "iterations": cfg.iterations, "warmup_ms": cfg.warmup_ms,
+            "profile": cfg.profile, "cache_root": str(self.cache_root), "cuda_arch": _cuda_arch(),
+        }
+        return self.sandbox.run(Job("agent.evaluate.jobs:candidate", payload, device=cfg.device, limits=cfg.limits,
+                                    env=self._job_env()))
+
+    # ------------------------------------------------------------------------------------ judging
+
+    def _judge(self, out: JobResult, cfg: EvalConfig, ref_header: dict[str, Any], ref: dict[str, Any],
+               build: BuildInfo) -> Verdict:
+        verdict = Verdict(Status.RUNTIME_ERROR, Stage.LOAD, "", build=build, device=cfg.device,
+                          stdout=out.stdout, stderr=out.stderr, hardware=ref_header.get("hardware", {}),
+                          toolchain=ref_header.get("toolchain", {}))
+        verdict.toolchain["isolation"] = out.isolation
+        if out.killed == "wall_time":
+            verdict.status, verdict.message = Status.TIMEOUT, f"the candidate ran past the {cfg.limits.wall_seconds:g} s wall-clock limit and was killed"
+            return verdict
+        try:
+            header, tensors = read_result(out.result) if out.result else ({}, {})
+        except DecodeError as exc:
+            header, tensors = {}, {}
+            verdict.message = str(exc)
+        if not header:
+            verdict.message = _describe_failure(out, "running the candidate")
+            return verdict
+        verdict.stage = Stage(header.get("stage", "load"))
+        verdict.weights = header.get("weights", "")
+        for record in header.get("build_records", []):
+            build.cache_hits += record["cache_hit"]
+        if header.get("status") == "build_error":
+            verdict.status, verdict.stage = Status.BUILD_ERROR, Stage.BUILD
+            verdict.message = header.get("error", "the candidate's extension failed to build")
+            build.log = cap_log(header.get("log", "") + "\n" + build.log)
+            return verdict
+        flags = [Finding(Flag(f["flag"]), f["detail"]) for f in header.get("flags", [])]
+        if header.get("tampered"):
+            if not any(f.flag is Flag.TIMER_TAMPERING for f in flags):
+                flags.append(Finding(Flag.TIMER_TAMPERING, "replaced " + ", ".join(header["tampered"])))
+        verdict.flags = flags
+        if header.get("status") == "runtime_error" or not out.ok:
+            verdict.status = Status.REJECTED if _rejecting(flags) else Status.RUNTIME_ERROR
+            verdict.message = header.get("error") or _describe_failure(out, "running the candidate")
+            verdict.message = cap_log(verdict.message, 6000)
+            return verdict
+
+        verdict.trials = self._trials(ref, tensors.get("trial_outputs", []), ref_header, cfg)
+        verdict.correct = bool(verdict.trials) and all(t.passed for t in verdict.trials)
+        if cfg.timing and "timing" in header:
+            self._timing(verdict, header, ref_header, ref, tensors, cfg)
+        verdict.stage = Stage.DONE
+        if _rejecting(verdict.flags):
+            verdict.status = Status.REJECTED
+            verdict.message = "rejected: " + "; ".join(f"{f.flag.value}: {f.detail}" for f in verdict.flags if f.flag in REJECTING_FLAGS)
+        elif not verdict.correct:
+            verdict.status = Status.INCORRECT
+            failed = [t for t in verdict.trials if not t.passed]
+            first = failed[0]
+            verdict.message = (f"incorrect on {len(failed)} of {len(verdict.trials)} trials; first: trial {first.index} "
+                               f"({first.distribution}) max abs error {first.max_abs_error:.3g}, max rel error "
+                               f"{first.max_rel_error:.3g} (atol {first.atol:.3g}, rtol {first.rtol:.3g}), "
+                               f"{first.mismatched} of {first.numel} elements out of tolerance" + (f"; {first.note}" if first.note else ""))
+        else:
+            verdict.status = Status.ACCEPTED
+            verdict.message = _accepted_message(verdict)
+        return verdict
+
+    def _trials(self, ref: dict[str, Any], outputs: list[list[torch.Tensor]], ref_header: dict[str, Any],
+                cfg: EvalConfig) -> list[TrialResult]:
+        results = []
+        for index, (expected, meta) in enumerate(zip(ref["trial_outputs"], ref_header["trials"])):
+            got = outputs[index] if index < len(outputs) else []
+            c = compare_outputs(expected, got, cfg.rtol, cfg.atol_scale)
+            results.append(TrialResult(index, meta["distribution"], c.passed, c.max_abs_error, c.max_rel_error,
+                                       c.atol, c.rtol, c.mismatched, c.numel, c.note))
+        return results
+
+    def _timing(self, verdict: Verdict, header: dict[str, Any], ref_header: dict[str, Any], ref: dict[str, Any],
+                tensors: dict[str, Any], cfg: EvalConfig) -> None:
+        cand = header["timing"]
+        # The last timed outputs: checked against the reference for the values those calls saw.
+        sets = cfg.rotate + 1
+        digests = tensors.get("digests", {})
+        for v in value_set_of_last_calls(cfg.iterations, cfg.rotate, sets):
+            expected, got = ref["value_digests"][v], digests.get(v)
+            if got is None or not compare_outputs(expected, got, cfg.rtol, cfg.atol_scale).passed:
+                verdict.flags.append(Finding(Flag.TIMED_OUTPUT_MISMATCH,
+                                             "outputs of the timed calls (inputs rotated, values changed between calls) do not match "
+                                             "the reference: results depend on something other than the inputs' values"))
+                break
+        eager = ref_header.get("eager")
+        compiled = ref_header.get("compile")
+        if not eager:
+            return
+        cand_ms = cand["device"]["median_ms"]
+        eager_ms = eager["device"]["median_ms"]
+        compile_ok = compiled is not None and "error" not in compiled
+        compile_ms = compiled["device"]["median_ms"] if compile_ok else None
+        note = ""
+        if compiled is not None and not compile_ok:
+            note = compiled["error"]
+        elif ref_header.get("compile_cached"):
+            note = f"torch.compile baseline reused from {compiled.get('measured_at', 'an earlier evaluation')} on this host"
+        elif compiled is not None:
+            note = f"torch.compile measured in this evaluation (compiled in {compiled.get('compile_seconds', 0):.1f} s)"
+        verdict.timing = Timing(
+            candidate_ms=cand_ms, eager_ms=eager_ms, compile_ms=compile_ms,
+            speedup_vs_eager=eager_ms / cand_ms if cand_ms > 0 else float("inf"),
+            speedup_vs_compile=(compile_ms / cand_ms if cand_ms > 0 else float("inf")) if compile_ms else None,
+            candidate=Spread(**cand["device"]), eager=Spread(**eager["device"]),
+            compile=Spread(**compiled["device"]) if compile_ok else None,
+            clock="cuda_events+host" if cfg.device == "cuda" else "host",
+            host_candidate_ms=cand["host"]["median_ms"], compile_note=note,
+        )
+        if cfg.device == "cuda":
+            host_ms = cand["host"]["median_ms"]
+            if host_ms > _CLOCK_RATIO * cand_ms + _CLOCK_SLACK_MS:
+                verdict.flags.append(Finding(Flag.CLOCKS_DISAGREE,
+                                             f"device events measured {cand_ms:.4f} ms but the synchronized host clock "
+                                             f"{host_ms:.4f} ms: work ran outside the timed stream"))
+            work = ref_header.get("work", {})
+            floor_ms = 0.0
+            if work.get("copy_bytes_per_s"):
+                floor_ms = max(floor_ms, work["bytes"] / (1.25 * work["copy_bytes_per_s"]) * 1000)
+            floor_ms = max(floor_ms, work.get("flops", 0) / _PEAK_FLOPS * 1000)
+            if floor_ms and cand_ms < floor_ms:
+                verdict.flags.append(Finding(Flag.BEYOND_ROOFLINE,
+                                             f"{cand_ms:.4f} ms is below the roofline floor of {floor_ms:.4f} ms "
+                                             f"({work['bytes']} bytes, {work.get('flops', 0)} FLOPs)"))
+        if verdict.timing.candidate.relative_iqr > 0.25:
+            verdict.flags.append(Finding(Flag.NOISY_TIMING, f"p10-p90 spread is {verdict.timing.candidate.relative_iqr:.0%} of the median"))
+
+    # ------------------------------------------------------------------------------------ baselines
+
+    def _baseline_key(self, problem_source: str, cfg: EvalConfig) -> str:
+        facts = {"problem": problem_source, "device": cfg.device, "host": socket.gethostname(),
+                 "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "torch": torch.__version__,
+                 "iterations": cfg.iterations, "rotate": cfg.rotate, "warmup_ms": cfg.warmup_ms}
+        return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+
+    def _cached_compile(self, key: str) -> dict[str, Any] | None:
+        path = self.cache_root / "baselines" / f"{key}.json"
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _store_compile(self, key: str, compiled: dict[str, Any]) -> None:
+        path = self.cache_root / "baselines" / f"{key}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = dict(compiled, measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(record))
+        tmp.replace(path)
+
+
+def evaluate(problem_source: str, candidate_source: str, config: EvalConfig | None = None, **kwargs: Any) -> Verdict:
+    """One-shot evaluation (a fresh sandbox). For many evaluations keep an Evaluator."""
+    with Evaluator(config, **kwargs) as evaluator:
+        return evaluator.evaluate(problem_source, candidate_source)
+
+
+def _default_backend(cfg: EvalConfig) -> str:
+    return "cpp" if cfg.device == "cpu" else "cuda"
+
+
+def _candidate_key(source: str, cfg: EvalConfig) -> str:
+    facts = [source, cfg.device, _cuda_arch(), torch.__version__, str(torch.version.cuda)]
+    return hashlib.sha256("\0".join(facts).encode()).hexdigest()
+
+
+def _cuda_arch() -> str:
+    return os.environ.get("KSTUDIO_CUDA_ARCH", "9.0")
+
+
+def _rejecting(flags: list[Finding]) -> bool:
+    return any(f.flag in REJECTING_FLAGS for f in flags)
+
+
+def _issue_text(issue: Any) -> str:
+    where = f"line {issue.line}: " if getattr(issue, "line", None) else ""
+    return where + issue.message
+
+
+def _describe_failure(out: JobResult, what: str) -> str:
+    if out.killed == "memory":
+        return f"{what} exceeded the memory limit and was killed"
+    if out.killed == "processes":
+        return f"{what} started too many processes and was killed"
+    if out.killed == "wall_time":
+        return f"{what} ran past its wall-clock limit and was killed"
+    if out.signal:
+        name = signal.Signals(out.signal).name
+        return f"{what} crashed: killed by {name}" + (f"\n{out.stderr[-2000:]}" if out.stderr.strip() else "")
+    tail = out.stderr.strip()[-3000:]
+    return f"{what} exited with code {out.exit_code}" + (f":\n{tail}" if tail else " and printed nothing")
+
+
+def _accepted_message(verdict: Verdict) -> str:
+    if verdict.timing is None:
+        return f"correct on all {len(verdict.trials)} trials (not timed)"
+    t = verdict.timing
+    text = f"correct on all {len(verdict.trials)} trials; {t.candidate_ms:.4f} ms, {t.speedup_vs_eager:.2f}x vs eager"
+    if t.speedup_vs_compile is not None:
+        text += f", {t.speedup_vs_compile:.2f}x vs torch.compile"
+    return text

@@ -1,0 +1,64 @@
+"""Inputs for trials and timing: the problem's own get_inputs() under secret seeds, plus other
+value distributions of the same shapes (mixed sign, large, tiny) that a shortcut would not expect."""
+from __future__ import annotations
+
+import random
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (1 << 32))
+    torch.manual_seed(seed)
+
+
+def problem_inputs(problem: ModuleType, seed: int, get_inputs: str = "get_inputs") -> list[Any]:
+    seed_everything(seed)
+    return list(getattr(problem, get_inputs)())
+
+
+def redistribute(inputs: list[Any], distribution: str, seed: int) -> list[Any]:
+    """Same shapes and dtypes; new values for every floating tensor. Integer tensors (indices,
+    labels) keep the problem's values, which are valid for the problem by construction."""
+    generator = torch.Generator().manual_seed(seed)
+    out = []
+    for value in inputs:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            base = torch.randn(value.shape, generator=generator, dtype=torch.float32)
+            if distribution == "mixed_sign":
+                new = base
+            elif distribution == "scaled_large":
+                new = base * 100.0
+            elif distribution == "scaled_small":
+                new = base * 1e-3
+            else:
+                raise ValueError(f"unknown input distribution {distribution!r}")
+            out.append(new.to(value.dtype))
+        else:
+            out.append(value)
+    return out
+
+
+def to_device(values: list[Any], device: str) -> list[Any]:
+    return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def digest_indices(numel: int, seed: int, count: int = 65_536) -> torch.Tensor:
+    """Positions sampled to check timed outputs cheaply; the same in both processes."""
+    if numel <= count:
+        return torch.arange(numel)
+    return torch.randint(numel, (count,), generator=torch.Generator().manual_seed(seed))
+
+
+def digest(outputs: list[torch.Tensor], seed: int) -> list[torch.Tensor]:
+    """A sample of each output's values at seeded positions (kept on the CPU)."""
+    result = []
+    for i, out in enumerate(outputs):
+        flat = out.detach().reshape(-1)
+        idx = digest_indices(flat.numel(), seed + i).to(flat.device)
+        result.append(flat[idx].cpu())
+    return result

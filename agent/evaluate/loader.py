@@ -1,0 +1,116 @@
+"""Importing user modules inside the sandbox, with their kernel builds routed to our build cache.
+
+A KernelBench candidate compiles at import time (`load_inline`, `torch.cuda._compile_kernel`). In
+the sandboxed child we replace those entry points: an identical request is served from the
+content-addressed cache, so the build job (on any CPU host) and the GPU evaluation share one build.
+"""
+from __future__ import annotations
+
+import sys
+import time
+import types
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.utils.cpp_extension
+
+from agent.build.cache import BuildCache
+from agent.build.inline import BuiltExtension, build_inline_extension, load_built_extension
+from agent.build.nvrtc import cached_nvrtc_compile
+from agent.build.spec import InlineExtension
+from agent.build.toolchain import Toolchain
+
+
+def exec_module(source: str, name: str, filename: str) -> types.ModuleType:
+    """Run a user module's source as a module named `name` (registered, so classes pickle)."""
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    sys.modules[name] = module
+    exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - inside the sandbox only
+    return module
+
+
+class Unloadable:
+    """Stands in for an extension built on a host that cannot load it (a CPU-only build host)."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self._name, self._reason = name, reason
+
+    def __getattr__(self, attr: str) -> Any:
+        raise RuntimeError(f"extension {self._name!r} was built but cannot be loaded here: {self._reason}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"kernel {self._name!r} was compiled but cannot be launched here: {self._reason}")
+
+
+@dataclass
+class BuildRecord:
+    kind: str  # "load_inline" or "nvrtc"
+    name: str
+    key: str = ""
+    cache_hit: bool = False
+    seconds: float = 0.0
+    fast_path: str = ""
+    linked: bool = True
+    log: str = ""
+
+
+@dataclass
+class ExtensionRouter:
+    """Replaces the compile entry points for the rest of this (sandboxed) process."""
+
+    toolchain: Toolchain
+    cache: BuildCache
+    loadable: bool
+    """False on a build host that cannot load what it builds (no GPU): imports get stand-ins."""
+    records: list[BuildRecord] = field(default_factory=list)
+
+    def install(self) -> None:
+        torch.utils.cpp_extension.load_inline = self.load_inline
+        import torch.cuda._utils as cuda_utils
+
+        original = cuda_utils._nvrtc_compile
+        cached = cached_nvrtc_compile(self.cache, original)
+
+        def nvrtc_compile(kernel_source: str, kernel_name: str, compute_capability: str | None = None,
+                          *args: Any, **kwargs: Any) -> Any:
+            started = time.monotonic()
+            capability = compute_capability or self.toolchain.cuda_arch.replace(".", "")
+            out = cached(kernel_source, kernel_name, capability, *args, **kwargs)
+            self.records.append(BuildRecord("nvrtc", kernel_name, seconds=time.monotonic() - started,
+                                            cache_hit=getattr(cached, "last_hit", False)))
+            return out
+
+        cuda_utils._nvrtc_compile = nvrtc_compile
+        if not self.loadable:
+            torch.cuda._compile_kernel = self._compile_kernel_without_gpu
+
+    def load_inline(self, name: str, cpp_sources: Any, cuda_sources: Any = None, *args: Any, **kwargs: Any) -> Any:
+        spec = InlineExtension.from_load_inline(name, cpp_sources, cuda_sources, *args, **kwargs)
+        built: BuiltExtension = build_inline_extension(spec, self.toolchain, self.cache)
+        self.records.append(BuildRecord("load_inline", name, built.key, built.cache_hit, built.seconds,
+                                        built.fast_path, built.so_path is not None, built.log))
+        if built.so_path is None or not self.loadable:
+            return Unloadable(name, built.link_note or "this build host has no GPU")
+        return load_built_extension(built)
+
+    def _compile_kernel_without_gpu(self, kernel_source: str, kernel_name: str, compute_capability: str | None = None,
+                                    cuda_include_dirs: list | None = None, nvcc_options: list | None = None) -> Any:
+        import torch.cuda._utils as cuda_utils
+
+        try:
+            cuda_utils._nvrtc_compile(kernel_source, kernel_name, compute_capability, cuda_include_dirs, nvcc_options)
+        except OSError as exc:  # no libnvrtc on this build host: the GPU worker compiles (0.4 s)
+            self.records.append(BuildRecord("nvrtc", kernel_name, linked=False, log=f"deferred to the GPU worker: {exc}"))
+        return Unloadable(kernel_name, "no GPU on the build host")
+
+    def report(self) -> list[dict[str, Any]]:
+        return [asdict(r) for r in self.records]
+
+
+def cache_root_from(path: str | None) -> Path:
+    from agent.build.cache import default_cache_root
+
+    return Path(path) if path else default_cache_root()

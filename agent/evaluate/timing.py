@@ -1,0 +1,126 @@
+"""The timing protocol, identical for the candidate and for the eager and torch.compile baselines.
+
+Per timed iteration: the next of R input buffers is refilled with the next of V value sets (so a
+result cached by pointer is wrong), the L2 cache is flushed, then the call is bracketed by device
+events and by a host clock read after a device-wide synchronisation (work hidden on a side stream
+shows up on the host clock only). Iteration counts are fixed, so the outputs of the last R timed
+calls can be checked against the reference computed in another process.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from agent.evaluate.guards import Clocks
+from agent.evaluate.inputs import digest
+
+
+@dataclass
+class TimedRun:
+    device_ms: list[float]  # events on GPUs; the host clock on CPUs
+    host_ms: list[float]
+    # value-set index -> digest of the output of the last timed call that saw it
+    digests: dict[int, list[torch.Tensor]]
+
+    def spread(self, host: bool = False) -> dict[str, float]:
+        return summarize(self.host_ms if host else self.device_ms)
+
+
+def summarize(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    n = len(ordered)
+    return {
+        "median_ms": statistics.median(ordered),
+        "p10_ms": ordered[int(0.1 * (n - 1))],
+        "p90_ms": ordered[int(0.9 * (n - 1))],
+        "min_ms": ordered[0],
+        "iterations": n,
+    }
+
+
+class Flusher:
+    """Evicts caches between iterations by writing a buffer larger than the last-level cache."""
+
+    def __init__(self, device: str) -> None:
+        if device == "cuda":
+            l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20)
+            self.buffer = torch.empty(max(2 * l2, 64 << 20), dtype=torch.uint8, device="cuda")
+        else:
+            self.buffer = torch.empty(32 << 20, dtype=torch.uint8)
+
+    def __call__(self) -> None:
+        self.buffer.fill_(1)
+
+
+def _as_list(result: Any) -> list[torch.Tensor]:
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def time_calls(
+    fn: Callable[..., Any],
+    buffers: list[list[Any]],
+    value_sets: list[list[Any]],
+    *,
+    device: str,
+    iterations: int,
+    warmup_ms: float,
+    clocks: Clocks,
+    digest_seed: int,
+) -> TimedRun:
+    cuda = device == "cuda"
+    sync = clocks.originals["torch.cuda.synchronize"] if cuda else (lambda: None)
+    now = clocks.perf_counter
+    flush = Flusher(device)
+    rotate, sets = len(buffers), len(value_sets)
+
+    def refill(i: int) -> list[Any]:
+        buffer, values = buffers[i % rotate], value_sets[i % sets]
+        for dst, src in zip(buffer, values):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+        return buffer
+
+    # Warm-up: compile caches, allocator, clocks. At least three calls, then until warmup_ms.
+    sync()
+    start, calls = now(), 0
+    while calls < 3 or (now() - start) * 1000 < warmup_ms:
+        fn(*refill(calls))
+        calls += 1
+        if calls >= 1000:
+            break
+    sync()
+
+    Event = clocks.originals["torch.cuda.Event"]
+    record, elapsed = clocks.originals["torch.cuda.Event.record"], clocks.originals["torch.cuda.Event.elapsed_time"]
+    device_ms, host_ms, digests = [], [], {}
+    for i in range(iterations):
+        args = refill(i)
+        flush()
+        sync()
+        if cuda:
+            begin, end = Event(enable_timing=True), Event(enable_timing=True)
+            t0 = now()
+            record(begin)
+            out = fn(*args)
+            record(end)
+            sync()
+            t1 = now()
+            device_ms.append(elapsed(begin, end))
+        else:
+            t0 = now()
+            out = fn(*args)
+            t1 = now()
+            device_ms.append((t1 - t0) * 1000)
+        host_ms.append((t1 - t0) * 1000)
+        if i >= iterations - rotate:
+            digests[i % sets] = digest(_as_list(out), digest_seed)
+        del out
+    return TimedRun(device_ms, host_ms, digests)
+
+
+def value_set_of_last_calls(iterations: int, rotate: int, sets: int) -> list[int]:
+    """Which value sets the last `rotate` timed calls saw (the digests the reference must provide)."""
+    return sorted({i % sets for i in range(iterations - rotate, iterations)})
