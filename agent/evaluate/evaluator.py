@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import os
 import secrets
@@ -48,7 +49,7 @@ class Evaluator:
         self.config = config or EvalConfig()
         self.cache_root = Path(cache_root) if cache_root else default_cache_root()
         self.cache_root.mkdir(parents=True, exist_ok=True)
-        self.sandbox = sandbox or Sandbox(env=self._sandbox_env())
+        self.sandbox = sandbox or Sandbox(preload=_preload(self.config), env=self._sandbox_env())
 
     def _sandbox_env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -136,6 +137,10 @@ class Evaluator:
         out = self._candidate(candidate_source, cfg, ref_header, ref, seed)
         seconds["candidate"] = time.monotonic() - t0
         verdict = self._judge(out, cfg, ref_header, ref, build)
+        if cfg.profile and verdict.stage is Stage.DONE:
+            t0 = time.monotonic()
+            verdict.profile = self._profile(candidate_source, cfg, ref, seed) or verdict.profile
+            seconds["profile"] = time.monotonic() - t0
         verdict.seconds = {**seconds, "total": time.monotonic() - started}
         return verdict
 
@@ -181,6 +186,23 @@ class Evaluator:
         return self.sandbox.run(Job("agent.evaluate.jobs:candidate", payload, device=cfg.device, limits=cfg.limits,
                                     env=self._job_env()))
 
+    def _profile(self, candidate_source: str, cfg: EvalConfig, ref: dict[str, Any], seed: int) -> dict[str, Any] | None:
+        """An ncu summary where ncu exists on a GPU host; otherwise the candidate job's torch.profiler one."""
+        from agent.profiling import ncu_available
+
+        if cfg.device != "cuda" or not ncu_available():
+            return None
+        tensors = encode_tensors({"state_dict": ref["state_dict"], "init_inputs": ref["init_inputs"],
+                                  "inputs": ref["trial_inputs"][0], "weights_seed": derive_seed(seed, "weights")})
+        payload = {"candidate_source": candidate_source, "tensors": tensors, "cache_root": str(self.cache_root),
+                   "cuda_arch": _cuda_arch()}
+        out = self.sandbox.run(Job("agent.evaluate.jobs:ncu_profile", payload, device="cuda",
+                                   limits=Limits(wall_seconds=300), env=self._job_env()))
+        if not out.ok:
+            return {"tool": "ncu", "kernels": [], "error": _describe_failure(out, "profiling with ncu")}
+        header, _ = read_result(out.result)
+        return header["profile"]
+
     # ------------------------------------------------------------------------------------ judging
 
     def _judge(self, out: JobResult, cfg: EvalConfig, ref_header: dict[str, Any], ref: dict[str, Any],
@@ -201,6 +223,7 @@ class Evaluator:
             verdict.message = _describe_failure(out, "running the candidate")
             return verdict
         verdict.stage = Stage(header.get("stage", "load"))
+        verdict.profile = header.get("profile")
         verdict.weights = header.get("weights", "")
         for record in header.get("build_records", []):
             build.cache_hits += record["cache_hit"]
@@ -334,6 +357,14 @@ def evaluate(problem_source: str, candidate_source: str, config: EvalConfig | No
     """One-shot evaluation (a fresh sandbox). For many evaluations keep an Evaluator."""
     with Evaluator(config, **kwargs) as evaluator:
         return evaluator.evaluate(problem_source, candidate_source)
+
+
+def _preload(cfg: EvalConfig) -> tuple[str, ...]:
+    """Modules the zygote imports once so that no child pays for them (triton costs ~1 s)."""
+    modules = ["agent.evaluate.jobs"]
+    if cfg.device == "cuda" and importlib.util.find_spec("triton") is not None:
+        modules.append("triton")
+    return tuple(modules)
 
 
 def _default_backend(cfg: EvalConfig) -> str:

@@ -101,6 +101,12 @@ def reference(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
         trial_inputs.append(inputs.redistribute(base, dist, dist_seed))
         trial_meta.append({"distribution": dist})
 
+    # The last trial runs after timing, on fresh inputs: a candidate that changes behaviour after
+    # a number of calls (honest while checked, fast and wrong while timed) is caught by it.
+    final_seed = derive_seed(seed, "after_timing")
+    trial_inputs.append(inputs.problem_inputs(problem, final_seed, names["get_inputs"]))
+    trial_meta.append({"distribution": "after_timing"})
+
     trial_outputs = []
     with torch.no_grad():
         for values in trial_inputs:
@@ -270,69 +276,17 @@ def _poison(shapes: list[dict[str, Any]], device: str) -> None:
 def _run_candidate(model: Any, data: dict[str, Any], payload: dict[str, Any], header: dict[str, Any],
                    clocks: guards.Clocks) -> tuple[list[list[torch.Tensor]], dict[int, list[torch.Tensor]]]:
     device = payload["device"]
-    allowed = frozenset(payload["allowed_ops"])
     flags: list[dict[str, str]] = header["flags"]
-    params = [p for p in model.parameters()] + [b for b in model.buffers()] if hasattr(model, "parameters") else []
-    cuda = device == "cuda"
-    sync = clocks.originals["torch.cuda.synchronize"]
+    params = [*model.parameters(), *model.buffers()] if hasattr(model, "parameters") else []
     outputs: list[list[torch.Tensor]] = []
 
     def flag(name: str, detail: str) -> None:
         if not any(f["flag"] == name for f in flags):
             flags.append({"flag": name, "detail": detail})
 
-    for index, values in enumerate(data["trial_inputs"]):
-        args = inputs.to_device(values, device)
-        originals = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-        _poison(payload["output_meta"], device)
-        threads_before = guards.python_threads()
-        recorder = guards.OpRecorder(allowed)
-        with torch.no_grad():
-            with recorder:
-                raw = model(*args)
-                live = guards.recorder_is_live(recorder)
-        outs = _as_list(raw)
-        bad_types = [type(o).__name__ for o in outs if type(o) is not torch.Tensor]
-        if bad_types:
-            flag("not_a_plain_tensor", f"forward returned {', '.join(bad_types)}, not plain torch.Tensor")
-            raise TypeError(f"the candidate returned {', '.join(bad_types)} instead of torch.Tensor outputs")
-        # Work after return: what the caller's stream sees at return vs after everything finished.
-        if cuda:
-            clocks.originals["torch.cuda.current_stream"]().synchronize()
-        snapshot = [o.clone() for o in outs]
-        if cuda:
-            clocks.originals["torch.cuda.current_stream"]().synchronize()
-            sync()
-        clocks.sleep(0.02)
-        changed = [i for i, (o, s) in enumerate(zip(outs, snapshot)) if not guards.bitwise_equal(o, s)]
-        if changed:
-            flag("side_stream" if cuda else "work_after_return",
-                 f"output {changed[0]} kept changing after forward returned: work still running"
-                 + (" on another stream" if cuda else " in the background"))
-        new_threads = guards.python_threads() - threads_before
-        if new_threads:
-            flag("background_thread", f"{len(new_threads)} Python thread(s) started by forward were still alive after it returned")
-        if not live:
-            flag("forbidden_torch_op", "the candidate disabled the dispatch mode that records PyTorch ops")
-        if recorder.forbidden:
-            names = ", ".join(f"{k} x{v}" for k, v in recorder.forbidden.most_common(8))
-            flag("forbidden_torch_op", f"forward ran PyTorch compute ops outside the allow-list: {names}")
-        if recorder.downgrades:
-            flag("precision_downgrade", "forward converted to lower precision: " + ", ".join(recorder.downgrades))
-        for i, o in enumerate(outs):
-            for j, a in enumerate(originals):
-                if isinstance(args[j], torch.Tensor) and guards.overlaps(o, args[j]):
-                    flag("output_aliases_input", f"output {i} shares memory with input {j}")
-            if any(guards.overlaps(o, p) for p in params):
-                flag("output_aliases_parameter", f"output {i} shares memory with a parameter or buffer")
-        for j, (a, before) in enumerate(zip(args, originals)):
-            if isinstance(a, torch.Tensor) and not guards.bitwise_equal(a, before):
-                flag("input_mutated", f"input {j} was modified by forward")
-        if cuda:
-            sync()
-        outputs.append([o.detach().cpu() for o in outs])
-        header["trials"].append({"index": index, "threads": len(new_threads)})
-        del raw, outs, snapshot, args, originals
+    *checked, final = data["trial_inputs"]
+    for index, values in enumerate(checked):
+        outputs.append(_checked_call(model, values, index, payload, header, clocks, params, flag))
 
     digests: dict[int, list[torch.Tensor]] = {}
     if payload["timing"]:
@@ -346,15 +300,73 @@ def _run_candidate(model: Any, data: dict[str, Any], payload: dict[str, Any], he
                              warmup_ms=payload["warmup_ms"], clocks=clocks, digest_seed=data["digest_seed"])
         header["timing"] = {"device": run.spread(), "host": run.spread(host=True)}
         digests = run.digests
-        tampered = clocks.tampered()
-        if tampered:
-            flag("timer_tampering", "replaced " + ", ".join(tampered))
         if payload.get("profile"):
             header["profile"] = _profile(model, buffers[0], device)
+        del buffers, sets
+    header["stage"] = "correctness"
+    outputs.append(_checked_call(model, final, len(checked), payload, header, clocks, params, flag))
     tampered = clocks.tampered()
     if tampered:
         flag("timer_tampering", "replaced " + ", ".join(tampered))
     return outputs, digests
+
+
+def _checked_call(model: Any, values: list[Any], index: int, payload: dict[str, Any], header: dict[str, Any],
+                  clocks: guards.Clocks, params: list[torch.Tensor], flag: Any) -> list[torch.Tensor]:
+    """One correctness call with every in-process check around it; returns the outputs on the CPU."""
+    device = payload["device"]
+    cuda = device == "cuda"
+    sync = clocks.originals["torch.cuda.synchronize"]
+    args = inputs.to_device(values, device)
+    originals = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    _poison(payload["output_meta"], device)
+    threads_before = guards.python_threads()
+    recorder = guards.OpRecorder(frozenset(payload["allowed_ops"]))
+    with torch.no_grad():
+        with recorder:
+            raw = model(*args)
+            live = guards.recorder_is_live(recorder)
+    outs = _as_list(raw)
+    bad_types = [type(o).__name__ for o in outs if type(o) is not torch.Tensor]
+    if bad_types:
+        flag("not_a_plain_tensor", f"forward returned {', '.join(bad_types)}, not plain torch.Tensor")
+        raise TypeError(f"the candidate returned {', '.join(bad_types)} instead of torch.Tensor outputs")
+    # Work after return: what the caller's stream sees at return vs after everything finished.
+    if cuda:
+        clocks.originals["torch.cuda.current_stream"]().synchronize()
+    snapshot = [o.clone() for o in outs]
+    if cuda:
+        clocks.originals["torch.cuda.current_stream"]().synchronize()
+        sync()
+    clocks.sleep(0.02)
+    changed = [i for i, (o, s) in enumerate(zip(outs, snapshot)) if not guards.bitwise_equal(o, s)]
+    if changed:
+        flag("side_stream" if cuda else "work_after_return",
+             f"output {changed[0]} kept changing after forward returned: work still running"
+             + (" on another stream" if cuda else " in the background"))
+    new_threads = guards.python_threads() - threads_before
+    if new_threads:
+        flag("background_thread", f"{len(new_threads)} Python thread(s) started by forward were still alive after it returned")
+    if not live:
+        flag("forbidden_torch_op", "the candidate disabled the dispatch mode that records PyTorch ops")
+    if recorder.forbidden:
+        names = ", ".join(f"{k} x{v}" for k, v in recorder.forbidden.most_common(8))
+        flag("forbidden_torch_op", f"forward ran PyTorch compute ops outside the allow-list: {names}")
+    if recorder.downgrades:
+        flag("precision_downgrade", "forward converted to lower precision: " + ", ".join(recorder.downgrades))
+    for i, o in enumerate(outs):
+        for j, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and guards.overlaps(o, a):
+                flag("output_aliases_input", f"output {i} shares memory with input {j}")
+        if any(guards.overlaps(o, p) for p in params):
+            flag("output_aliases_parameter", f"output {i} shares memory with a parameter or buffer")
+    for j, (a, before) in enumerate(zip(args, originals)):
+        if isinstance(a, torch.Tensor) and not guards.bitwise_equal(a, before):
+            flag("input_mutated", f"input {j} was modified by forward")
+    if cuda:
+        sync()
+    header["trials"].append({"index": index, "threads": len(new_threads)})
+    return [o.detach().cpu() for o in outs]
 
 
 def _profile(model: Any, args: list[Any], device: str) -> dict[str, Any]:
@@ -362,3 +374,30 @@ def _profile(model: Any, args: list[Any], device: str) -> dict[str, Any]:
 
     with torch.no_grad():
         return torch_profiler_summary(lambda: model(*args), device=device)
+
+
+# --------------------------------------------------------------------------------------- ncu profile
+
+def ncu_profile(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]) -> None:
+    """Nsight Compute summary of one candidate call (duration, DRAM/SM throughput, occupancy...)."""
+    import subprocess
+    import sys
+
+    from agent.evaluate.codec import encode_tensors
+    from agent.profiling import ncu_command, parse_ncu_csv
+
+    data = decode_tensors(payload["tensors"])
+    job_file, csv_file = "/tmp/profile_payload.pt", "/tmp/ncu.csv"
+    with open(job_file, "wb") as f:
+        f.write(encode_tensors({**data, "candidate_source": payload["candidate_source"],
+                                "cache_root": payload["cache_root"], "cuda_arch": payload["cuda_arch"]}))
+    command = ncu_command([sys.executable, "-m", "agent.evaluate.profile_child", job_file], csv_file)
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=payload.get("seconds", 300))
+    try:
+        with open(csv_file) as f:
+            summary = parse_ncu_csv(f.read())
+    except OSError:
+        summary = {"tool": "ncu", "kernels": [], "note": "ncu wrote no report"}
+    if proc.returncode != 0 or not summary.get("kernels"):
+        summary["error"] = (proc.stderr or proc.stdout)[-2000:]
+    write_result(result, {"profile": summary})

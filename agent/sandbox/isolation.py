@@ -19,6 +19,7 @@ CLONE_NEWNET = 0x40000000
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
 MS_NOEXEC = 0x8
+MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 
@@ -56,14 +57,26 @@ def enter_namespaces() -> None:
         f.write(f"0 {gid} 1")
 
 
-def finish_inside_namespace(private_tmp: bool = True) -> None:
+def finish_inside_namespace(private_tmp: bool = True, keep: tuple[str, ...] = ()) -> None:
     """In the pid namespace's first process: mount a /proc that shows only this sandbox, an empty
-    /tmp, then give up every capability so the candidate cannot undo the mounts."""
+    /tmp (into which the directories in `keep` that live under /tmp are bound back, e.g. the
+    shared build cache), then give up every capability so the candidate cannot undo the mounts."""
     _check(_libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0), "prctl(PDEATHSIG)")
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
     _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
     if private_tmp:
+        # Open the kept directories before the tmpfs hides them, then bind them back by fd.
+        held = []
+        for path in keep:
+            real = os.path.realpath(path)
+            if real.startswith("/tmp/") and os.path.isdir(real):
+                held.append((real, os.open(real, os.O_RDONLY | os.O_DIRECTORY)))
         _check(_libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, b"size=1g"), "mount /tmp")
+        for real, fd in held:
+            os.makedirs(real, exist_ok=True)
+            _check(_libc.mount(f"/proc/self/fd/{fd}".encode(), real.encode(), None, MS_BIND | MS_REC, None),
+                   f"bind {real}")
+            os.close(fd)
     drop_privileges()
 
 

@@ -26,6 +26,8 @@ from agent.sandbox import isolation
 from agent.sandbox.limits import Limits, apply_rlimits
 from agent.sandbox.wire import recv_message, send_message
 
+# Directories shared between jobs (caches); kept visible even when they live under /tmp.
+_SHARED_DIRS = ("KSTUDIO_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR")
 _POLL_SECONDS = 0.02
 _WATCH_EVERY = 5  # resource checks every 5 polls (100 ms): psutil walks /proc
 
@@ -78,7 +80,9 @@ def _first_child(request: dict[str, Any], fds: list[int], status_w: int) -> None
         try:
             os.close(status_w)
             if level == "namespaces":
-                isolation.finish_inside_namespace()
+                env = request.get("env", {})
+                keep = tuple(env[k] for k in _SHARED_DIRS if env.get(k)) + tuple(request.get("keep", ()))
+                isolation.finish_inside_namespace(keep=keep)
             else:
                 isolation.drop_privileges()
             code = _run_job(request, result_fd, level)

@@ -84,3 +84,19 @@ def test_it_returns_a_large_result_intact(box):
     blob = os.urandom(64 << 20)
     out = box.run(Job("agent.sandbox.probes:echo", {"result": blob}))
     assert out.result == blob
+
+
+def test_it_keeps_a_shared_cache_under_tmp_visible_and_writable(box, tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "entry").write_text("built")
+    facts = _report_with_env(box, {"KSTUDIO_CACHE_DIR": str(cache)}, paths=[str(cache / "entry")])
+    assert facts["can_read"][str(cache / "entry")]
+    assert facts["tmp"] != []  # only the kept path's top directory, nothing else of the host's /tmp
+    assert str(tmp_path).split("/")[2] in facts["tmp"]
+
+
+def _report_with_env(box, env, **payload):
+    out = box.run(Job("agent.sandbox.probes:report", payload, env=env))
+    assert out.ok, out.stderr
+    return json.loads(out.result)

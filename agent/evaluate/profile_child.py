@@ -1,0 +1,36 @@
+"""The program ncu launches: load the candidate, warm it up, and profile exactly one call.
+
+ncu must start the process it profiles, so this runs as a fresh Python inside the sandbox child;
+--profile-from-start off plus profiler.start()/stop() keep imports and warm-up out of the report.
+"""
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from agent.evaluate import inputs
+from agent.evaluate.codec import decode_tensors
+from agent.evaluate.jobs import CANDIDATE_MODULE, _build_candidate, _router
+from agent.evaluate.loader import exec_module
+
+
+def main(path: str) -> None:
+    with open(path, "rb") as f:
+        payload = decode_tensors(f.read())
+    _router(payload, loadable=True)
+    module = exec_module(payload["candidate_source"], CANDIDATE_MODULE, "candidate.py")
+    model, _ = _build_candidate(module, payload, "cuda")
+    args = inputs.to_device(payload["inputs"], "cuda")
+    with torch.no_grad():
+        for _ in range(3):
+            model(*args)
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        model(*args)
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,60 @@
+"""Every exploit in the corpus must be refused and every legitimate candidate accepted, by the real
+engine: real builds, real sandboxed children, real timing. GPU cases skip here with a reason."""
+import dataclasses
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from agent.evaluate import EvalConfig, Evaluator
+
+CORPUS = Path(__file__).resolve().parents[2] / "corpus"
+
+
+def _manifest():
+    spec = importlib.util.spec_from_file_location("corpus_manifest", CORPUS / "manifest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CASES
+
+
+CASES = _manifest()
+# Fewer timed iterations than the default: the exploits that need timing to show (pointer caches,
+# hidden work) are caught by the protocol's structure, not by its length.
+CONFIG = {"cpu": EvalConfig(device="cpu", iterations=8, warmup_ms=1, compile_baseline=False),
+          "cuda": EvalConfig(device="cuda", compile_baseline=False)}
+
+
+@pytest.fixture(scope="module")
+def evaluators(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("kstudio-cache")
+    made = {}
+    yield lambda device: made.setdefault(device, Evaluator(CONFIG[device], cache_root=cache).__enter__())
+    for ev in made.values():
+        ev.close()
+
+
+def _id(case):
+    return f"{case.device}-{Path(case.candidate).stem}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_the_engine_judges_the_corpus_candidate_as_expected(case, evaluators):
+    if case.device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU: run on the GPU box (docs/benchmarks.md records the H100 run)")
+    problem = (CORPUS / case.problem).read_text()
+    candidate = (CORPUS / case.candidate).read_text()
+    config = CONFIG[case.device]
+    config = dataclasses.replace(config, backend=case.backend)
+    verdict = evaluators(case.device).evaluate(problem, candidate, config)
+    summary = f"{verdict.status.value}: {verdict.message[:600]} flags={verdict.flag_names()}"
+    if case.expect == "accepted":
+        assert verdict.accepted, summary
+        assert verdict.correct and verdict.timing is not None and verdict.timing.candidate_ms > 0
+    else:
+        assert not verdict.accepted, summary
+        if case.statuses:
+            assert verdict.status.value in case.statuses, summary
+        if case.flags:
+            assert set(verdict.flag_names()) & set(case.flags), summary
