@@ -82,8 +82,8 @@ def validate_problem(source: str, *, filename: str = "problem.py", names: Proble
     model = _require_class(module, names.model, filename, report)
     if model is not None:
         _require_forward(module, model, names.model, filename, report)
-    for function in (names.get_inputs, names.get_init_inputs):
-        _require_function(module, function, filename, report)
+    _require_function(module, names.get_inputs, "the inputs passed to forward", filename, report)
+    _require_function(module, names.get_init_inputs, "the arguments passed to the constructor", filename, report)
     return report
 
 
@@ -119,6 +119,10 @@ def _parse(source: str, filename: str, report: ValidationReport) -> ast.Module |
     if size > MAX_SOURCE_BYTES:
         report.issues.append(Issue("error", f"{filename}: the file is {size:,} bytes, over the {MAX_SOURCE_BYTES:,}-byte limit; upload only the module itself, without embedded data or generated code"))
         return None
+    if "\0" in source:
+        line = source.count("\n", 0, source.index("\0")) + 1
+        report.issues.append(Issue("error", f"{filename}, line {line}: the source contains a NUL character, so it is not Python text; save the file as UTF-8 text and upload it again", line))
+        return None
     if not source.strip():
         kind = "a problem module (class Model, get_inputs, get_init_inputs)" if report.kind == "problem" else f"a candidate module defining class {CANDIDATE_CLASS}"
         report.issues.append(Issue("error", f"{filename}: the file is empty; paste or upload {kind}"))
@@ -128,8 +132,6 @@ def _parse(source: str, filename: str, report: ValidationReport) -> ast.Module |
         return ast.parse(source, filename=filename)
     except SyntaxError as exc:
         report.issues.append(_syntax_issue(exc, filename))
-    except ValueError as exc:  # Python 3.11 raises ValueError for NUL bytes
-        report.issues.append(Issue("error", f"{filename}: the source cannot be parsed ({exc}); remove NUL characters and save it as UTF-8 text"))
     except (RecursionError, MemoryError):
         report.issues.append(Issue("error", f"{filename}: the source is nested too deeply to parse; split the deeply nested expression into smaller statements"))
     return None
@@ -137,15 +139,14 @@ def _parse(source: str, filename: str, report: ValidationReport) -> ast.Module |
 
 def _syntax_issue(exc: SyntaxError, filename: str) -> Issue:
     text = (exc.text or "").strip()
+    if len(text) > 120:  # a minified line can be a megabyte long; the start is enough to find it
+        text = text[:117] + "..."
     shown = f": `{text}`" if text else ""
     where = f", line {exc.lineno}" if exc.lineno else ""
     return Issue("error", f"{filename}{where}: syntax error, {exc.msg}{shown}; fix the syntax there and upload again", exc.lineno, exc.offset)
 
 
 # --- what the module defines --------------------------------------------------------------------
-
-
-Definition = ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef | ast.Assign | ast.AnnAssign | ast.Import | ast.ImportFrom
 
 
 def _is_main_guard(node: ast.stmt) -> bool:
@@ -233,17 +234,15 @@ def _check_duplicates(module: _Module, filename: str, report: ValidationReport) 
                 continue
             first = seen.get(node.name)
             if first is not None:
-                report.issues.append(_at(node, "warning", filename, f"`{node.name}` is defined again here (first on line {first.lineno}); only this last definition is used, so delete or rename the other one"))
+                report.issues.append(_at(node, "warning", filename, f"`{node.name}` is defined again here (previously on line {first.lineno}); only this last definition is used, so delete or rename the other one"))
             seen[node.name] = node
 
 
 def _require_class(module: _Module, name: str, filename: str, report: ValidationReport) -> ast.ClassDef | None:
     node = module.last(name)
     if node is None:
-        hint = "class Model(nn.Module)" if name != CANDIDATE_CLASS else f"class {CANDIDATE_CLASS}(nn.Module)"
-        guarded = _defined_only_under_main_guard(module.tree, name)
-        where = " (it is defined only under `if __name__ == \"__main__\":`, which does not run on import)" if guarded else ""
-        report.issues.append(Issue("error", f"{filename}: no class `{name}` is defined at module level{where}; define `{hint.replace('Model', name, 1) if name != CANDIDATE_CLASS else hint}` with a forward method{' or map your class name in the upload form' if report.kind == 'problem' else ''}"))
+        mapping = " (or map your class's name in the upload form)" if report.kind == "problem" else ""
+        report.issues.append(Issue("error", f"{filename}: no class `{name}` is defined at module level{_main_guard_note(module, name)}; define `class {name}(nn.Module):` with a forward method{mapping}"))
         return None
     cls = module.resolve_class(name)
     if cls is None:
@@ -251,12 +250,10 @@ def _require_class(module: _Module, name: str, filename: str, report: Validation
     return cls
 
 
-def _require_function(module: _Module, name: str, filename: str, report: ValidationReport) -> None:
+def _require_function(module: _Module, name: str, returns: str, filename: str, report: ValidationReport) -> None:
     node = module.last(name)
     if node is None:
-        guarded = _defined_only_under_main_guard(module.tree, name)
-        where = " (it is defined only under `if __name__ == \"__main__\":`, which does not run on import)" if guarded else ""
-        report.issues.append(Issue("error", f"{filename}: no function `{name}()` is defined at module level{where}; add `def {name}():` returning a list of the model's {'forward inputs' if 'init' not in name else 'constructor arguments'}, or map your function's name in the upload form"))
+        report.issues.append(Issue("error", f"{filename}: no function `{name}()` is defined at module level{_main_guard_note(module, name)}; add `def {name}():` returning a list of {returns}, or map your function's name in the upload form"))
         return
     if isinstance(node, ast.ClassDef):
         report.issues.append(_at(node, "error", filename, f"`{name}` must be a function but is a class here; write `def {name}():` returning a list"))
@@ -278,12 +275,12 @@ def _binding_kind(node: ast.stmt) -> str:
     return "an assignment"
 
 
-def _defined_only_under_main_guard(tree: ast.Module, name: str) -> bool:
-    for node in tree.body:
-        if _is_main_guard(node):
-            if any(name in _bound_names(inner) for inner in ast.walk(node) if isinstance(inner, ast.stmt)):
-                return True
-    return False
+def _main_guard_note(module: _Module, name: str) -> str:
+    """A common slip: the definition sits under the main guard, which never runs when the sandbox imports the module."""
+    for node in module.tree.body:
+        if _is_main_guard(node) and any(name in _bound_names(inner) for inner in ast.walk(node) if isinstance(inner, ast.stmt)):
+            return f' (it is defined only under `if __name__ == "__main__":` on line {node.lineno}, which does not run on import)'
+    return ""
 
 
 # --- methods and signatures ---------------------------------------------------------------------
@@ -292,31 +289,37 @@ def _defined_only_under_main_guard(tree: ast.Module, name: str) -> bool:
 _MODULE_BASES = {"Module", "nn.Module", "torch.nn.Module", "object"}
 
 
-def _method(module: _Module, cls: ast.ClassDef, name: str) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef | ast.stmt | None, bool]:
-    """Find a method on the class or its in-module bases.
+Member = ast.FunctionDef | ast.AsyncFunctionDef | ast.Assign
 
-    Returns (definition or None, whether every base was known). A base we cannot see (imported or
-    computed) may well provide the method, so the caller softens its complaint.
+
+def _own_member(cls: ast.ClassDef, name: str) -> Member | None:
+    """`def name` or `name = ...` directly in the class body; the last one wins, as at runtime."""
+    found: Member | None = None
+    for node in cls.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            found = node
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            found = node
+    return found
+
+
+def _method(module: _Module, cls: ast.ClassDef, name: str) -> tuple[Member | None, bool]:
+    """Find a method on the class or on its bases defined in this module (breadth-first, close to the MRO).
+
+    Returns (definition or None, whether every base was seen). A base we cannot see (imported or
+    computed) may well provide the method, so callers soften their complaint then.
     """
-    seen: set[str] = set()
     queue = [cls]
+    seen: set[str] = set()
     all_known = True
     while queue:
         current = queue.pop(0)
         if current.name in seen:
             continue
         seen.add(current.name)
-        for node in current.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-                found: ast.stmt | None = node
-                break
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                found = node
-                break
-        else:
-            found = None
-        if found is not None:
-            return found, all_known
+        member = _own_member(current, name)
+        if member is not None:
+            return member, all_known
         for base in current.bases:
             dotted = _dotted(base)
             if dotted in _MODULE_BASES:
@@ -361,16 +364,18 @@ def _method_arity(module: _Module, cls: ast.ClassDef, name: str) -> tuple[int, f
 def _describe(span: tuple[int, float]) -> str:
     low, high = span
     if high == float("inf"):
-        return f"{low} or more"
-    if low == high:
-        return str(low)
-    return f"{low} to {int(high)}"
+        count = f"{low} or more"
+    elif low == high:
+        count = str(low)
+    else:
+        count = f"{low} to {int(high)}"
+    return f"{count} positional argument{'' if count == '1' else 's'}"
 
 
 def _compare_with_problem(module: _Module, model_new: ast.ClassDef, problem_source: str, names: ProblemNames, filename: str, report: ValidationReport) -> None:
     try:
         problem_tree = ast.parse(problem_source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: NUL bytes on some 3.11 releases
         report.issues.append(Issue("warning", f"{filename}: the problem module does not parse, so ModelNew's signature was not compared with it; fix the problem first"))
         return
     problem = _Module(problem_tree)
@@ -387,7 +392,7 @@ def _compare_with_problem(module: _Module, model_new: ast.ClassDef, problem_sour
         overlaps = new[0] <= ref[1] and ref[0] <= new[1]
         if accepts_all:
             continue
-        message = f"`{CANDIDATE_CLASS}.{method}` takes {_describe(new)} positional arguments but `{names.model}.{method}` takes {_describe(ref)}; the evaluator passes the same {what} to both, so give {CANDIDATE_CLASS}.{method} the same parameters as {names.model}.{method}"
+        message = f"`{CANDIDATE_CLASS}.{method}` takes {_describe(new)} but `{names.model}.{method}` takes {_describe(ref)}; the evaluator passes the same {what} to both, so give {CANDIDATE_CLASS}.{method} the same parameters as {names.model}.{method}"
         report.issues.append(_at(node, "warning" if overlaps else "error", filename, message))
 
 
@@ -474,9 +479,9 @@ def _imported_module(name: str) -> str | None:
 
 def _risky_uses(module: _Module, filename: str) -> list[Issue]:
     """One warning per risky API, at its first use, with how many more uses follow."""
-    found: dict[str, list[tuple[ast.AST, str]]] = {}
+    found: dict[str, list[tuple[ast.stmt | ast.expr, str]]] = {}
 
-    def note(key: str, node: ast.AST, why: str) -> None:
+    def note(key: str, node: ast.stmt | ast.expr, why: str) -> None:
         found.setdefault(key, []).append((node, why))
 
     aliases = module.aliases
@@ -556,7 +561,5 @@ def _passes_cuda_sources(call: ast.Call) -> bool:
     return any(k.arg == "cuda_sources" and given(k.value) for k in call.keywords)
 
 
-def _at(node: ast.AST, severity: Severity, filename: str, text: str) -> Issue:
-    line = getattr(node, "lineno", None)  # every stmt/expr has it; the type checker cannot know
-    col = getattr(node, "col_offset", None)
-    return Issue(severity, f"{filename}, line {line}: {text}", line, None if col is None else col + 1)
+def _at(node: ast.stmt | ast.expr, severity: Severity, filename: str, text: str) -> Issue:
+    return Issue(severity, f"{filename}, line {node.lineno}: {text}", node.lineno, node.col_offset + 1)
