@@ -23,7 +23,7 @@ from agent.evaluate.codec import DecodeError, encode_tensors, read_result
 from agent.evaluate.compare import compare_outputs
 from agent.evaluate.config import EvalConfig
 from agent.evaluate.jobs import derive_seed
-from agent.evaluate.timing import value_set_of_last_calls
+from agent.evaluate.timing import last_timed_calls
 from agent.sandbox import Job, JobResult, Limits, Sandbox
 from agent.verdict import (REJECTING_FLAGS, BuildInfo, Finding, Flag, Spread, Stage, Status, Timing, TrialResult,
                            Verdict, cap_log)
@@ -248,9 +248,12 @@ class Evaluator:
         if cfg.timing and "timing" in header:
             self._timing(verdict, header, ref_header, ref, tensors, cfg)
         verdict.stage = Stage.DONE
-        if _rejecting(verdict.flags):
+        # A wrong answer is "incorrect"; "rejected" is for behaviour that games the evaluation. Timed
+        # outputs that differ only matter when the checked ones were right.
+        behaviour = [f for f in verdict.flags if f.flag in REJECTING_FLAGS and (verdict.correct or f.flag is not Flag.TIMED_OUTPUT_MISMATCH)]
+        if behaviour:
             verdict.status = Status.REJECTED
-            verdict.message = "rejected: " + "; ".join(f"{f.flag.value}: {f.detail}" for f in verdict.flags if f.flag in REJECTING_FLAGS)
+            verdict.message = "rejected: " + "; ".join(f"{f.flag.value}: {f.detail}" for f in behaviour)
         elif not verdict.correct:
             verdict.status = Status.INCORRECT
             failed = [t for t in verdict.trials if not t.passed]
@@ -278,10 +281,9 @@ class Evaluator:
                 tensors: dict[str, Any], cfg: EvalConfig) -> None:
         cand = header["timing"]
         # The last timed outputs: checked against the reference for the values those calls saw.
-        sets = cfg.rotate + 1
         digests = tensors.get("digests", {})
-        for v in value_set_of_last_calls(cfg.iterations, cfg.rotate, sets):
-            expected, got = ref["value_digests"][v], digests.get(v)
+        for i in last_timed_calls(cfg.iterations, cfg.rotate):
+            expected, got = ref["value_digests"][i], digests.get(i)
             if got is None or not compare_outputs(expected, got, cfg.rtol, cfg.atol_scale).passed:
                 verdict.flags.append(Finding(Flag.TIMED_OUTPUT_MISMATCH,
                                              "outputs of the timed calls (inputs rotated, values changed between calls) do not match "
@@ -372,7 +374,9 @@ def _default_backend(cfg: EvalConfig) -> str:
 
 
 def _candidate_key(source: str, cfg: EvalConfig) -> str:
-    facts = [source, cfg.device, _cuda_arch(), torch.__version__, str(torch.version.cuda)]
+    from agent.build.toolchain import detect_toolchain
+
+    facts = [source, cfg.device, detect_toolchain(_cuda_arch()).fingerprint()]
     return hashlib.sha256("\0".join(facts).encode()).hexdigest()
 
 

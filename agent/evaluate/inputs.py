@@ -62,3 +62,21 @@ def digest(outputs: list[torch.Tensor], seed: int) -> list[torch.Tensor]:
         idx = digest_indices(flat.numel(), seed + i).to(flat.device)
         result.append(flat[idx].cpu())
     return result
+
+
+def perturb(values: list[Any], seed: int) -> list[Any]:
+    """A copy with 1/64 of each floating tensor's positions (seeded) given other in-distribution
+    values. Written in place over inputs a candidate has seen, it defeats caches keyed on the
+    address plus a sample of the values: the sample almost surely misses the changed positions."""
+    generator = torch.Generator().manual_seed(seed)
+    out = []
+    for value in values:
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1:
+            flat = value.detach().reshape(-1).clone()
+            count = max(1, flat.numel() // 64)
+            idx = torch.randperm(flat.numel(), generator=generator)[:count].to(flat.device)
+            flat[idx] = flat[idx.roll(1)] * -1.5 + 0.25
+            out.append(flat.view(value.shape))
+        else:
+            out.append(value)
+    return out

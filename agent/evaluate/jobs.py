@@ -21,7 +21,7 @@ from agent.build.toolchain import detect_toolchain
 from agent.evaluate import guards, inputs
 from agent.evaluate.codec import decode_tensors, write_result
 from agent.evaluate.loader import ExtensionRouter, cache_root_from, exec_module
-from agent.evaluate.timing import summarize, time_calls
+from agent.evaluate.timing import last_timed_calls, time_calls, timed_values
 
 PROBLEM_MODULE = "kstudio_problem"
 CANDIDATE_MODULE = "kstudio_candidate"
@@ -101,24 +101,28 @@ def reference(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
         trial_inputs.append(inputs.redistribute(base, dist, dist_seed))
         trial_meta.append({"distribution": dist})
 
-    # The last trial runs after timing, on fresh inputs: a candidate that changes behaviour after
-    # a number of calls (honest while checked, fast and wrong while timed) is caught by it.
+    rotate = payload["rotate"]
+    value_sets = [inputs.problem_inputs(problem, derive_seed(seed, "timing", v), names["get_inputs"]) for v in range(rotate + 1)]
+    # The last trial runs after timing (a candidate honest only while checked meets it) on the
+    # last timed call's inputs with a sparse in-place change, in that call's own buffer.
     final_seed = derive_seed(seed, "after_timing")
-    trial_inputs.append(inputs.problem_inputs(problem, final_seed, names["get_inputs"]))
+    if payload["timing"]:
+        final = inputs.perturb(timed_values(value_sets, payload["iterations"] - 1), final_seed)
+    else:
+        final = inputs.problem_inputs(problem, final_seed, names["get_inputs"])
+    trial_inputs.append(final)
     trial_meta.append({"distribution": "after_timing"})
 
     trial_outputs = []
     with torch.no_grad():
         for values in trial_inputs:
             out = _as_list(model(*inputs.to_device(values, device)))
-            trial_outputs.append([o.detach().cpu() for o in out])
+            trial_outputs.append([_host_copy(o) for o in out])
 
-    rotate = payload["rotate"]
-    value_sets = [inputs.problem_inputs(problem, derive_seed(seed, "timing", v), names["get_inputs"]) for v in range(rotate + 1)]
     digest_seed = derive_seed(seed, "digest")
     with torch.no_grad():
-        value_digests = {v: inputs.digest(_as_list(model(*inputs.to_device(vals, device))), digest_seed)
-                         for v, vals in enumerate(value_sets)}
+        value_digests = {i: inputs.digest(_as_list(model(*inputs.to_device(timed_values(value_sets, i), device))), digest_seed)
+                         for i in last_timed_calls(payload["iterations"], rotate)}
 
     header: dict[str, Any] = {
         "hardware": _hardware(device),
@@ -289,6 +293,7 @@ def _run_candidate(model: Any, data: dict[str, Any], payload: dict[str, Any], he
         outputs.append(_checked_call(model, values, index, payload, header, clocks, params, flag))
 
     digests: dict[int, list[torch.Tensor]] = {}
+    last_buffer = None
     if payload["timing"]:
         header["stage"] = "timing"
         value_sets = data["value_sets"]
@@ -302,9 +307,10 @@ def _run_candidate(model: Any, data: dict[str, Any], payload: dict[str, Any], he
         digests = run.digests
         if payload.get("profile"):
             header["profile"] = _profile(model, buffers[0], device)
-        del buffers, sets
+        last_buffer = buffers[(payload["iterations"] - 1) % payload["rotate"]]
+        del sets
     header["stage"] = "correctness"
-    outputs.append(_checked_call(model, final, len(checked), payload, header, clocks, params, flag))
+    outputs.append(_checked_call(model, final, len(checked), payload, header, clocks, params, flag, into=last_buffer))
     tampered = clocks.tampered()
     if tampered:
         flag("timer_tampering", "replaced " + ", ".join(tampered))
@@ -312,12 +318,20 @@ def _run_candidate(model: Any, data: dict[str, Any], payload: dict[str, Any], he
 
 
 def _checked_call(model: Any, values: list[Any], index: int, payload: dict[str, Any], header: dict[str, Any],
-                  clocks: guards.Clocks, params: list[torch.Tensor], flag: Any) -> list[torch.Tensor]:
-    """One correctness call with every in-process check around it; returns the outputs on the CPU."""
+                  clocks: guards.Clocks, params: list[torch.Tensor], flag: Any,
+                  into: list[Any] | None = None) -> list[torch.Tensor]:
+    """One correctness call with every in-process check around it; returns the outputs on the CPU.
+    With `into`, the values are written in place into those (already seen) input buffers."""
     device = payload["device"]
     cuda = device == "cuda"
     sync = clocks.originals["torch.cuda.synchronize"]
-    args = inputs.to_device(values, device)
+    if into is None:
+        args = inputs.to_device(values, device)
+    else:
+        args = into
+        for dst, src in zip(args, values):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
     originals = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     _poison(payload["output_meta"], device)
     threads_before = guards.python_threads()
@@ -354,6 +368,8 @@ def _checked_call(model: Any, values: list[Any], index: int, payload: dict[str, 
         flag("forbidden_torch_op", f"forward ran PyTorch compute ops outside the allow-list: {names}")
     if recorder.downgrades:
         flag("precision_downgrade", "forward converted to lower precision: " + ", ".join(recorder.downgrades))
+    # Parameters are read after the call: forward may have registered new ones.
+    params = [*model.parameters(), *model.buffers()] if hasattr(model, "parameters") else params
     for i, o in enumerate(outs):
         for j, a in enumerate(args):
             if isinstance(a, torch.Tensor) and guards.overlaps(o, a):
@@ -366,7 +382,12 @@ def _checked_call(model: Any, values: list[Any], index: int, payload: dict[str, 
     if cuda:
         sync()
     header["trials"].append({"index": index, "threads": len(new_threads)})
-    return [o.detach().cpu() for o in outs]
+    return [_host_copy(o) for o in outs]
+
+
+def _host_copy(t: torch.Tensor) -> torch.Tensor:
+    """Always a copy: .cpu() of a CPU tensor is the tensor itself, which a later call may overwrite."""
+    return t.detach().to("cpu", copy=True)
 
 
 def _profile(model: Any, args: list[Any], device: str) -> dict[str, Any]:

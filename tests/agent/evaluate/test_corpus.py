@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from agent.evaluate import EvalConfig, Evaluator
+from agent.sandbox import Limits
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus"
 
@@ -20,10 +21,11 @@ def _manifest():
 
 
 CASES = _manifest()
-# Fewer timed iterations than the default: the exploits that need timing to show (pointer caches,
-# hidden work) are caught by the protocol's structure, not by its length.
-CONFIG = {"cpu": EvalConfig(device="cpu", iterations=8, warmup_ms=1, compile_baseline=False),
-          "cuda": EvalConfig(device="cuda", compile_baseline=False)}
+# The default timing protocol (exploits that switch behaviour after N calls must meet the real
+# one); tighter limits than production so that hangs and runaway allocations end quickly.
+LIMITS = Limits(wall_seconds=60, memory_bytes=4 << 30)
+CONFIG = {"cpu": EvalConfig(device="cpu", compile_baseline=False, limits=LIMITS),
+          "cuda": EvalConfig(device="cuda", compile_baseline=False, limits=Limits(wall_seconds=60))}
 
 
 @pytest.fixture(scope="module")
