@@ -31,6 +31,11 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=None, help="fix the secret seed (to reproduce a verdict)")
     ev.add_argument("--allow-ops", default="", help="extra ATen ops the candidate may call, comma-separated")
     ev.add_argument("--cache-dir", type=Path, default=None, help="build cache (default: $KSTUDIO_CACHE_DIR or .cache/kstudio)")
+    bd = sub.add_parser("build", help="compile a candidate's extensions into the shared build cache (no GPU needed)")
+    bd.add_argument("candidate", type=Path, help="candidate module defining ModelNew")
+    bd.add_argument("--device", choices=("cpu", "cuda"), default="cuda", help="the device the build is for")
+    bd.add_argument("--json", action="store_true", help="print the build report as JSON")
+    bd.add_argument("--cache-dir", type=Path, default=None, help="build cache (default: $KSTUDIO_CACHE_DIR or .cache/kstudio)")
     return parser
 
 
@@ -79,10 +84,26 @@ def evaluate_command(args: argparse.Namespace) -> int:
     return 0 if verdict.accepted else 1
 
 
+def build_command(args: argparse.Namespace) -> int:
+    candidate = _read(args.candidate, "candidate")
+    with Evaluator(EvalConfig(device=args.device), cache_root=args.cache_dir) as evaluator:
+        info, header = evaluator.build(candidate)
+    report = {"ok": bool(header.get("ok")), "error": header.get("error"), "build": dataclasses.asdict(info)}
+    if args.json:
+        json.dump(report, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        status = "built" if report["ok"] else f"build failed: {report['error']}"
+        print(f"{args.candidate}: {status} in {info.seconds:.1f} s ({info.cache_hits} cached, {info.cache_misses} compiled)")
+    return 0 if report["ok"] else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "evaluate":
         return evaluate_command(args)
+    if args.command == "build":
+        return build_command(args)
     return 2
 
 

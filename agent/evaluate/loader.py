@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.utils.cpp_extension
 
 from agent.build.cache import BuildCache
 from agent.build.inline import BuiltExtension, build_inline_extension, load_built_extension
@@ -68,6 +67,10 @@ class ExtensionRouter:
     records: list[BuildRecord] = field(default_factory=list)
 
     def install(self) -> None:
+        # Imported here, in the child: importing cpp_extension asks torch.cuda.is_available(),
+        # which poisons every later fork of the importing process (the zygote) for CUDA.
+        import torch.utils.cpp_extension
+
         torch.utils.cpp_extension.load_inline = self.load_inline
         import torch.cuda._utils as cuda_utils
 

@@ -122,7 +122,8 @@ class Sandbox:
             code = self._proc.wait()
             raise SandboxError(f"the sandbox zygote exited with code {code} before it was ready") from exc
         if not hello.get("ready"):
-            raise SandboxError(f"unexpected hello from the zygote: {hello!r}")
+            self.close()
+            raise SandboxError(hello.get("error") or f"unexpected hello from the zygote: {hello!r}")
         self.startup_seconds = time.monotonic() - started
 
     def close(self) -> None:

@@ -209,6 +209,18 @@ def serve(sock: socket.socket) -> None:
         send_message(sock, _supervise(pid, status_r, request["limits"]))
 
 
+def _forks_can_use_cuda() -> bool:
+    """Torch marks forks "bad" for CUDA once the parent asked the driver anything; check in a
+    throwaway child, since the flag is only visible after a fork."""
+    import torch
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(1 if torch.cuda._is_in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
 def main() -> None:
     fd = int(sys.argv[1])
     preload = sys.argv[2:]
@@ -220,6 +232,10 @@ def main() -> None:
 
     for name in preload:
         importlib.import_module(name)
+    if not _forks_can_use_cuda():
+        send_message(sock, {"ready": False, "error": "a preloaded module touched CUDA (e.g. torch.cuda.is_available()), "
+                            f"so forked children could not use the GPU; preloads: {preload}"})
+        return
     send_message(sock, {"ready": True, "pid": os.getpid(), "import_seconds": time.monotonic() - started})
     serve(sock)
 

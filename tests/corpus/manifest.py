@@ -127,7 +127,7 @@ CASES: list[Case] = [
     Case(_c("exploit_cuda_one_row"), SOFTMAX, "cuda", "cuda", "not_accepted", WRONG, NONE,
          "block-per-row softmax launched with a grid of 1: row 0 only, rest stale"),
     Case(_c("exploit_cpp_call_count_switch"), SOFTMAX, "cpp", "cpu", "not_accepted", WRONG, frozenset({"timed_output_mismatch", "stale_output"}),
-         "honest for the first 32 calls, unwritten outputs during timing: only checking the timed outputs catches it"),
+         "honest for the first 8 calls, unwritten outputs afterwards (timing): only checking the timed outputs catches it"),
     # ---------------------------------------------------------------- input mutation, aliasing
     Case(_c("exploit_cpp_input_mutation"), SILU, "cpp", "cpu", "not_accepted", WRONG, frozenset({"input_mutated", "output_aliases_input"}),
          "computes in place into the input through a raw pointer (x._version unchanged) and returns it"),
