@@ -174,12 +174,13 @@ class Evaluator:
                    seed: int) -> JobResult:
         tensors = encode_tensors({
             "state_dict": ref["state_dict"], "init_inputs": ref["init_inputs"], "trial_inputs": ref["trial_inputs"],
-            "value_sets": ref["value_sets"], "weights_seed": derive_seed(seed, "weights"),
+            "weights_seed": derive_seed(seed, "weights"),
             "digest_seed": derive_seed(seed, "digest"),
         })
         payload = {
             "candidate_source": candidate_source, "device": cfg.device, "tensors": tensors,
             "allowed_ops": sorted(cfg.allowed_compute_ops()), "output_meta": ref_header["outputs"][0],
+            "trials": cfg.trials,
             "timing": cfg.timing, "rotate": cfg.rotate, "iterations": cfg.iterations, "warmup_ms": cfg.warmup_ms,
             "profile": cfg.profile, "cache_root": str(self.cache_root), "cuda_arch": _cuda_arch(),
         }

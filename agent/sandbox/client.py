@@ -150,6 +150,8 @@ class Sandbox:
     def _run(self, job: Job) -> JobResult:
         assert self._sock is not None
         pipes = [os.pipe() for _ in range(3)]
+        for r, _ in pipes:
+            _widen(r)
         request = {"function": job.function, "payload": job.payload, "device": job.device,
                    "limits": job.limits, "env": job.env, "workdir": job.workdir}
         try:
@@ -179,7 +181,7 @@ class Sandbox:
                     continue
                 fd = key.fd
                 try:
-                    data = os.read(fd, 1 << 20)
+                    data = os.read(fd, 16 << 20)
                 except BlockingIOError:
                     continue
                 if not data:
@@ -205,6 +207,16 @@ class Sandbox:
             isolation=info.get("isolation", "unknown"), peak_rss=info.get("peak_rss", 0),
             stdout_bytes=out.total, stderr_bytes=err.total,
         )
+
+
+def _widen(fd: int) -> None:
+    """A 1 MiB pipe buffer instead of 64 KiB: 16x fewer wake-ups for results of gigabytes."""
+    import fcntl
+
+    try:
+        fcntl.fcntl(fd, 1031, 1 << 20)  # F_SETPIPE_SZ
+    except OSError:
+        pass  # above /proc/sys/fs/pipe-max-size: the default works, only slower
 
 
 def _package_root() -> str:
