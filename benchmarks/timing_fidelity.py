@@ -54,12 +54,13 @@ def do_bench_median(problem_path: Path, candidate_path: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--cases", type=int, default=len(CASES), help="how many of CASES to run")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     rows = []
     config = EvalConfig(device="cuda", compile_baseline=False, iterations=100)
     with Evaluator(config) as ev:
-        for problem_name, candidate_name in CASES:
+        for problem_name, candidate_name in CASES[: args.cases]:
             problem_path, cand_path = CORPUS / "problems" / problem_name, CORPUS / "candidates" / candidate_name
             medians, statuses = [], []
             for _ in range(args.repeats):

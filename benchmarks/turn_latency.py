@@ -139,6 +139,7 @@ def main() -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), required=True)
     parser.add_argument("--backends", default=None, help="comma-separated (default: all for the device)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--only", default=None, help="comma-separated case labels (default: all)")
     parser.add_argument("--naive", action="store_true", help="also time the naive fresh-process turn")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -146,6 +147,8 @@ def main() -> None:
     rows = []
     for backend in backends:
         for label, problem, candidate in CASES[backend]:
+            if args.only and label not in args.only.split(","):
+                continue
             row = run_case(args.device, backend, label, problem, candidate, args.repeats, args.naive)
             rows.append(row)
             print(json.dumps(row), flush=True)
