@@ -74,7 +74,7 @@ def perturb(values: list[Any], seed: int) -> list[Any]:
         if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1:
             flat = value.detach().reshape(-1).clone()
             count = max(1, flat.numel() // 64)
-            idx = torch.randperm(flat.numel(), generator=generator)[:count].to(flat.device)
+            idx = torch.randint(flat.numel(), (count,), generator=generator).to(flat.device)
             flat[idx] = flat[idx.roll(1)] * -1.5 + 0.25
             out.append(flat.view(value.shape))
         else:
