@@ -73,9 +73,13 @@ NAIVE = textwrap.dedent('''
 
 
 def fresh_source(path: Path, tag: str) -> str:
-    # A comment in every source string changes its content hash: a never-seen candidate.
+    """The candidate with a comment inside its kernel source: a never-seen kernel to compile."""
     text = path.read_text()
-    return text.replace('"""', f'"""\n// fresh {tag}\n', 1) if '"""' in text else f"# fresh {tag}\n{text}"
+    for anchor in ("#include", 'extern "C"', "@triton.jit"):
+        if anchor in text:
+            marker = f"# fresh {tag}\n" if anchor == "@triton.jit" else f"// fresh {tag}\n"
+            return text.replace(anchor, marker + anchor, 1)
+    raise ValueError(f"{path} has no kernel source to make fresh")
 
 
 def naive_turn(problem: Path, candidate: Path, device: str) -> float:
