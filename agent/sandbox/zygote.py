@@ -81,7 +81,7 @@ def _first_child(request: dict[str, Any], fds: list[int], status_w: int) -> None
             os.close(status_w)
             if level == "namespaces":
                 env = request.get("env", {})
-                keep = tuple(env[k] for k in _SHARED_DIRS if env.get(k)) + tuple(request.get("keep", ()))
+                keep = tuple(env[k] for k in _SHARED_DIRS if env.get(k)) + tuple(request.get("keep", ())) + _own_paths()
                 isolation.finish_inside_namespace(keep=keep)
             else:
                 isolation.drop_privileges()
@@ -99,6 +99,20 @@ def _first_child(request: dict[str, Any], fds: list[int], status_w: int) -> None
     _, status = os.waitpid(pid, 0)
     os.write(status_w, json.dumps({"status": status}).encode() + b"\n")
     os._exit(0)
+
+
+def _own_paths() -> tuple[str, ...]:
+    """Our code and the Python environment running it: bound back into the job's private /tmp
+    when they live there (a checkout or virtualenv under /tmp, as CI clones may be)."""
+    import site
+    import sysconfig
+
+    import torch
+
+    paths = {os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+             sys.prefix, sys.base_prefix, sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+             os.path.dirname(os.path.dirname(torch.__file__)), *site.getsitepackages()}
+    return tuple(sorted(p for p in paths if p))
 
 
 def _tree(pid: int) -> list[psutil.Process]:
