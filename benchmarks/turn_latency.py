@@ -75,10 +75,13 @@ NAIVE = textwrap.dedent('''
 def fresh_source(path: Path, tag: str) -> str:
     """The candidate with a comment inside its kernel source: a never-seen kernel to compile."""
     text = path.read_text()
-    for anchor in ("#include", 'extern "C"', "@triton.jit"):
+    for anchor in ("#include", 'extern "C"'):
         if anchor in text:
-            marker = f"# fresh {tag}\n" if anchor == "@triton.jit" else f"// fresh {tag}\n"
-            return text.replace(anchor, marker + anchor, 1)
+            return text.replace(anchor, f"// fresh {tag}\n{anchor}", 1)
+    if "@triton.jit" in text:
+        # Triton hashes the jitted function's own source: the comment goes inside its body.
+        body = text.index("):\n", text.index("@triton.jit")) + 3
+        return text[:body] + f"    # fresh {tag}\n" + text[body:]
     raise ValueError(f"{path} has no kernel source to make fresh")
 
 
