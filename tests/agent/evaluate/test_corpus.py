@@ -47,7 +47,7 @@ def _id(case):
 @pytest.mark.parametrize("case", CASES, ids=_id)
 def test_the_engine_judges_the_corpus_candidate_as_expected(case, evaluators):
     if case.device == "cuda" and not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU: run on the GPU box (docs/benchmarks.md records the H100 run)")
+        pytest.skip("needs a CUDA GPU: run on the GPU box (docs/benchmarks.md records the GPU runs)")
     problem = (CORPUS / case.problem).read_text()
     candidate = (CORPUS / case.candidate).read_text()
     config = CONFIG[case.device]
