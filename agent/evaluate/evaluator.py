@@ -52,11 +52,13 @@ class Evaluator:
         self.sandbox = sandbox or Sandbox(preload=_preload(self.config), env=self._sandbox_env())
 
     def _sandbox_env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env["KSTUDIO_CACHE_DIR"] = str(self.cache_root)
-        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(self.cache_root / "inductor"))
-        env.setdefault("TRITON_CACHE_DIR", str(self.cache_root / "triton"))
-        return env
+        return {**os.environ, **self._job_env()}
+
+    def _job_env(self) -> dict[str, str]:
+        """The caches every job shares; a user's own inductor or Triton cache directory wins."""
+        return {"KSTUDIO_CACHE_DIR": str(self.cache_root),
+                "TORCHINDUCTOR_CACHE_DIR": os.environ.get("TORCHINDUCTOR_CACHE_DIR", str(self.cache_root / "inductor")),
+                "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(self.cache_root / "triton"))}
 
     def __enter__(self) -> Evaluator:
         self.sandbox.start()
@@ -70,10 +72,13 @@ class Evaluator:
 
     # ------------------------------------------------------------------------------------ stages
 
-    def build(self, candidate_source: str, config: EvalConfig | None = None) -> tuple[BuildInfo, dict[str, Any]]:
+    def build(self, candidate_source: str, config: EvalConfig | None = None,
+              backend_hint: str | None = None) -> tuple[BuildInfo, dict[str, Any]]:
         """Compile every extension the candidate asks for into the shared cache (no GPU needed)."""
         cfg = config or self.config
-        backend = cfg.backend or validation.validate_candidate(candidate_source).backend_hint or _default_backend(cfg)
+        if cfg.backend is None and backend_hint is None:
+            backend_hint = validation.validate_candidate(candidate_source).backend_hint
+        backend = cfg.backend or backend_hint or _default_backend(cfg)
         started = time.monotonic()
         # A candidate built before with this toolchain needs no build job: its extensions are cached.
         record_path = self.cache_root / "candidates" / f"{_candidate_key(candidate_source, cfg)}.json"
@@ -97,10 +102,7 @@ class Evaluator:
             header, _ = read_result(out.result)
         records = header.get("records", [])
         if header.get("ok") and not header.get("import_error") and all(r.get("linked", True) for r in records):
-            record_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = record_path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"ok": True, "records": [dict(r, log="", cache_hit=True) for r in records]}))
-            tmp.replace(record_path)
+            _write_json(record_path, {"ok": True, "records": [dict(r, log="", cache_hit=True) for r in records]})
         info.cache_hits = sum(1 for r in records if r["cache_hit"])
         info.cache_misses = sum(1 for r in records if not r["cache_hit"])
         info.fast_path = ",".join(sorted({r["fast_path"] for r in records if r["fast_path"]}))
@@ -122,7 +124,7 @@ class Evaluator:
             return Verdict(Status.BUILD_ERROR, Stage.VALIDATE, "; ".join(_issue_text(i) for i in report.errors()),
                            device=cfg.device)
 
-        build, build_header = self.build(candidate_source, cfg)
+        build, build_header = self.build(candidate_source, cfg, report.backend_hint)
         seconds["build"] = time.monotonic() - started
         if not build_header.get("ok", False):
             return Verdict(Status.BUILD_ERROR, Stage.BUILD, build_header.get("error", "the build failed"),
@@ -143,11 +145,6 @@ class Evaluator:
             seconds["profile"] = time.monotonic() - t0
         verdict.seconds = {**seconds, "total": time.monotonic() - started}
         return verdict
-
-    def _job_env(self) -> dict[str, str]:
-        return {"KSTUDIO_CACHE_DIR": str(self.cache_root),
-                "TORCHINDUCTOR_CACHE_DIR": str(self.cache_root / "inductor"),
-                "TRITON_CACHE_DIR": str(self.cache_root / "triton")}
 
     def _reference(self, problem_source: str, cfg: EvalConfig, names: ProblemNames, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
         baseline_key = self._baseline_key(problem_source, cfg)
@@ -348,18 +345,22 @@ class Evaluator:
             return None
 
     def _store_compile(self, key: str, compiled: dict[str, Any]) -> None:
-        path = self.cache_root / "baselines" / f"{key}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
         record = dict(compiled, measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(record))
-        tmp.replace(path)
+        _write_json(self.cache_root / "baselines" / f"{key}.json", record)
 
 
 def evaluate(problem_source: str, candidate_source: str, config: EvalConfig | None = None, **kwargs: Any) -> Verdict:
     """One-shot evaluation (a fresh sandbox). For many evaluations keep an Evaluator."""
     with Evaluator(config, **kwargs) as evaluator:
         return evaluator.evaluate(problem_source, candidate_source)
+
+
+def _write_json(path: Path, record: dict[str, Any]) -> None:
+    """Write then rename: concurrent workers never read half a record."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record))
+    tmp.replace(path)
 
 
 def _preload(cfg: EvalConfig) -> tuple[str, ...]:

@@ -84,11 +84,14 @@ def _clock_table() -> dict[str, Callable[..., Any]]:
     return table
 
 
+# Where each watched name lives, by the prefix of its dotted path.
+_OWNERS: dict[str, Any] = {"time": time, "torch.cuda": torch.cuda, "torch.cuda.Event": torch.cuda.Event,
+                           "torch.cuda.Stream": torch.cuda.Stream}
+
+
 def _resolve(path: str) -> Any:
     module, _, attr = path.rpartition(".")
-    obj: Any = {"time": time, "torch.cuda": torch.cuda, "torch.cuda.Event": torch.cuda.Event,
-                "torch.cuda.Stream": torch.cuda.Stream}.get(module)
-    return getattr(obj, attr, None)
+    return getattr(_OWNERS[module], attr, None)
 
 
 @dataclass
@@ -104,10 +107,8 @@ class Clocks:
         """Put the originals back so PyTorch's own code keeps working after tampering."""
         for path, original in self.originals.items():
             module, _, attr = path.rpartition(".")
-            target = {"time": time, "torch.cuda": torch.cuda, "torch.cuda.Event": torch.cuda.Event,
-                      "torch.cuda.Stream": torch.cuda.Stream}[module]
-            if getattr(target, attr, None) is not original:
-                setattr(target, attr, original)
+            if getattr(_OWNERS[module], attr, None) is not original:
+                setattr(_OWNERS[module], attr, original)
 
     def perf_counter(self) -> float:
         return self.originals["time.perf_counter"]()

@@ -156,13 +156,18 @@ def reference(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
 def _time_model(model: Any, value_sets: list[list[Any]], payload: dict[str, Any], clocks: guards.Clocks,
                 digest_seed: int) -> dict[str, Any]:
     device = payload["device"]
-    buffers = [inputs.to_device([v.clone() if isinstance(v, torch.Tensor) else v for v in value_sets[0]], device)
-               for _ in range(payload["rotate"])]
-    sets = [inputs.to_device(v, device) for v in value_sets]
+    buffers, sets = _timing_inputs(value_sets, payload["rotate"], device)
     with torch.no_grad():
         run = time_calls(model, buffers, sets, device=device, iterations=payload["iterations"],
                          warmup_ms=payload["warmup_ms"], clocks=clocks, digest_seed=digest_seed)
     return {"device": run.spread(), "host": run.spread(host=True)}
+
+
+def _timing_inputs(value_sets: list[list[Any]], rotate: int, device: str) -> tuple[list[list[Any]], list[list[Any]]]:
+    """`rotate` input buffers to time on, and the value sets copied into them, on the device."""
+    buffers = [inputs.to_device([v.clone() if isinstance(v, torch.Tensor) else v for v in value_sets[0]], device)
+               for _ in range(rotate)]
+    return buffers, [inputs.to_device(v, device) for v in value_sets]
 
 
 def _time_compiled(model: Any, value_sets: list[list[Any]], payload: dict[str, Any], clocks: guards.Clocks,
@@ -297,10 +302,7 @@ def _run_candidate(model: Any, data: dict[str, Any], payload: dict[str, Any], he
     last_buffer = None
     if payload["timing"]:
         header["stage"] = "timing"
-        value_sets = data["trial_inputs"][: payload["trials"]]
-        buffers = [inputs.to_device([v.clone() if isinstance(v, torch.Tensor) else v for v in value_sets[0]], device)
-                   for _ in range(payload["rotate"])]
-        sets = [inputs.to_device(v, device) for v in value_sets]
+        buffers, sets = _timing_inputs(data["trial_inputs"][: payload["trials"]], payload["rotate"], device)
         with torch.no_grad():
             run = time_calls(model, buffers, sets, device=device, iterations=payload["iterations"],
                              warmup_ms=payload["warmup_ms"], clocks=clocks, digest_seed=data["digest_seed"])

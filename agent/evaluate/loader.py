@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 
 from agent.build.cache import BuildCache
 from agent.build.inline import BuiltExtension, build_inline_extension, load_built_extension

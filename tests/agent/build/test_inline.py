@@ -1,7 +1,6 @@
 """Inline extensions, compiled for real. CPU builds link and run here; CUDA builds compile only
 (this host's torch is a CPU build), so the CUDA tests are few, marked slow, and share a cache."""
 import multiprocessing
-import os
 import shlex
 from pathlib import Path
 
