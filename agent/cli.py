@@ -1,6 +1,8 @@
-"""`python -m agent evaluate PROBLEM.py CANDIDATE.py --device cpu|cuda [--backend B] [--json]`.
+"""`python -m agent evaluate PROBLEM.py CANDIDATE.py --device cpu|cuda [--backend B] [--json]`
+`python -m agent optimize PROBLEM.py --policy scripted-demo|openai [--model M --base-url URL] [--json]`
 
-With --json, stdout carries exactly one JSON verdict; everything else goes to stderr.
+With --json, stdout carries exactly one JSON document (the verdict; for optimize, the run's outcome
+with its best verdict); everything else goes to stderr.
 Exit status: 0 accepted, 1 evaluated but not accepted, 2 bad input (unreadable file, invalid problem).
 """
 from __future__ import annotations
@@ -8,10 +10,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
 from agent.evaluate import EvalConfig, Evaluator, ProblemError
+from agent.policies.base import Policy
+from agent.policies.scripted import ScriptedPolicy
 from agent.verdict import Verdict
 
 
@@ -36,6 +41,25 @@ def _parser() -> argparse.ArgumentParser:
     bd.add_argument("--device", choices=("cpu", "cuda"), default="cuda", help="the device the build is for")
     bd.add_argument("--json", action="store_true", help="print the build report as JSON")
     bd.add_argument("--cache-dir", type=Path, default=None, help="build cache (default: $KSTUDIO_CACHE_DIR or .cache/kstudio)")
+    op = sub.add_parser("optimize", help="let the agent write, test and improve kernels for a problem over many turns")
+    op.add_argument("problem", type=Path, help="KernelBench-format problem: Model, get_inputs, get_init_inputs")
+    op.add_argument("--policy", choices=("scripted-demo", "openai"), default="scripted-demo",
+                    help="scripted-demo: replay candidate files (no model); openai: any OpenAI-compatible endpoint")
+    op.add_argument("--script", type=Path, nargs="+", default=None,
+                    help="scripted-demo: candidate files to write in order, then benchmark and submit "
+                         "(default: the corpus's demo for elementwise_silu_bias)")
+    op.add_argument("--base-url", default="http://127.0.0.1:8001/v1", help="openai: the endpoint's base URL")
+    op.add_argument("--model", default=None, help="openai: the model name the endpoint serves")
+    op.add_argument("--api-key-env", default="OPENAI_API_KEY", help="openai: environment variable holding the API key")
+    op.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    op.add_argument("--max-turns", type=int, default=30)
+    op.add_argument("--max-tokens", type=int, default=None)
+    op.add_argument("--max-wall-seconds", type=float, default=None)
+    op.add_argument("--max-gpu-seconds", type=float, default=None)
+    op.add_argument("--no-compile-baseline", action="store_true", help="skip the torch.compile baseline")
+    op.add_argument("--trajectory", type=Path, default=None, help="write the run's training record (JSON) here")
+    op.add_argument("--json", action="store_true", help="print exactly one JSON document on stdout")
+    op.add_argument("--cache-dir", type=Path, default=None, help="build cache (default: $KSTUDIO_CACHE_DIR or .cache/kstudio)")
     return parser
 
 
@@ -98,12 +122,84 @@ def build_command(args: argparse.Namespace) -> int:
     return 0 if report["ok"] else 1
 
 
+def _policy(args: argparse.Namespace) -> Policy:
+    if args.policy == "scripted-demo":
+        from agent.policies.scripted import demo_files, script_of_files
+
+        paths = args.script or demo_files(args.device)
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:
+            raise SystemExit(_fail(f"scripted-demo: no candidate file {', '.join(missing)}; pass --script FILE..."))
+        return ScriptedPolicy(script_of_files(paths))
+    if not args.model:
+        raise SystemExit(_fail("--policy openai needs --model (the name the endpoint serves)"))
+    try:
+        from agent.policies.openai_compat import OpenAIPolicy
+    except ImportError as exc:
+        raise SystemExit(_fail(f"the OpenAI-compatible policy is not available ({exc})"))
+    return OpenAIPolicy(args.base_url, args.model, os.environ.get(args.api_key_env, "EMPTY"))
+
+
+def optimize_command(args: argparse.Namespace) -> int:
+    from agent import loop
+    from agent.tools import Toolbox
+    from agent.trajectory import to_record
+
+    problem = _read(args.problem, "problem")
+    policy = _policy(args)
+    max_turns = args.max_turns
+    if isinstance(policy, ScriptedPolicy):
+        max_turns = min(max_turns, len(policy.turns))  # the script ends the run, not a "policy error"
+    try:
+        budgets = loop.Budgets(max_turns=max_turns, max_tokens=args.max_tokens,
+                               max_wall_seconds=args.max_wall_seconds, max_gpu_seconds=args.max_gpu_seconds)
+    except ValueError as exc:
+        return _fail(str(exc))
+    config = EvalConfig(device=args.device, compile_baseline=not args.no_compile_baseline)
+
+    def progress(state: loop.AgentState) -> None:
+        record = state.turns[-1] if state.turns else None
+        if record is not None:
+            statuses = ", ".join(v["status"] for v in record.verdicts) or "no evaluation"
+            print(f"\nturn {record.turn}: {', '.join(record.tools) or 'no tool call'} -> {statuses} "
+                  f"(reward {record.reward:g})", file=sys.stderr)
+
+    try:
+        with Evaluator(config, cache_root=args.cache_dir) as evaluator:
+            toolbox = Toolbox(evaluator, config)
+            state = loop.start(problem, toolbox)
+            state = loop.run(state, policy, toolbox, budgets, on_text=lambda text: print(text, end="", file=sys.stderr),
+                             on_step=progress)
+    except ProblemError as exc:
+        return _fail(str(exc))
+    if state.status == loop.FAILED and state.stop_reason.startswith("the problem failed"):
+        return _fail(state.stop_reason)
+    if args.trajectory:
+        args.trajectory.write_text(json.dumps(to_record(state)))
+    best = state.best_verdict()
+    outcome = {"status": state.status, "stop_reason": state.stop_reason, "policy": state.policy, "turns": state.turn,
+               "prompt_tokens": state.prompt_tokens, "completion_tokens": state.completion_tokens,
+               "wall_seconds": state.wall_seconds, "gpu_seconds": state.gpu_seconds,
+               "best_turn": state.best["turn"] if state.best else None,
+               "best_source": state.best["source"] if state.best else None,
+               "verdict": best.to_dict() if best else None}
+    if args.json:
+        json.dump(outcome, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(f"run {state.status}: {state.stop_reason} after {state.turn} turns")
+        print(_human(best) if best else "no candidate was accepted")
+    return 0 if best is not None else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "evaluate":
         return evaluate_command(args)
     if args.command == "build":
         return build_command(args)
+    if args.command == "optimize":
+        return optimize_command(args)
     return 2
 
 

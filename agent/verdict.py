@@ -59,6 +59,10 @@ class Flag(str, enum.Enum):
     NOISY_TIMING = "noisy_timing"
 
 
+# Findings read off the timing of a candidate whose outputs were right; with wrong outputs the
+# verdict is "incorrect" whatever the clocks said (a kernel that skips work is fast for that reason).
+TIMING_FLAGS = frozenset({"timed_output_mismatch", "beyond_roofline", "clocks_disagree"})
+
 REJECTING_FLAGS = frozenset(
     {
         Flag.INPUT_MUTATED,

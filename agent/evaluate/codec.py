@@ -42,13 +42,3 @@ def read_result(data: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
         raise DecodeError("the job's result header is not a JSON object")
     return header, tensors
 
-
-def encode_tensors(tensors: dict[str, Any]) -> bytes:
-    """Trusted data for a job's payload (inputs, weights), in the same safe format."""
-    body = io.BytesIO()
-    torch.save(tensors, body)
-    return body.getvalue()
-
-
-def decode_tensors(data: bytes) -> dict[str, Any]:
-    return torch.load(io.BytesIO(data), weights_only=True)

@@ -53,6 +53,8 @@ class EvalConfig:
     """Fix the secret seed (tests and reproductions); None draws a fresh one per evaluation."""
     limits: Limits = field(default_factory=Limits)
     """Limits for the candidate's child process."""
+    reference_limits: Limits = field(default_factory=lambda: Limits(wall_seconds=900, cpu_seconds=3600))
+    """Limits for the reference's child process (the user's own problem: generous, but still limits)."""
     build_seconds: float = 600.0
     """Wall-clock limit for building the candidate's extensions."""
 
@@ -71,6 +73,8 @@ class EvalConfig:
             raise ValueError("EvalConfig.trials must be at least 1")
         if self.iterations < 5 or self.rotate < 1:
             raise ValueError("EvalConfig.iterations must be >= 5 and rotate >= 1")
+        if not isinstance(self.limits, Limits) or not isinstance(self.reference_limits, Limits):
+            raise ValueError("EvalConfig.limits and reference_limits must be agent.sandbox.Limits")
 
     def allowed_compute_ops(self) -> frozenset[str]:
         ops = set(self.allowed_ops)

@@ -19,17 +19,14 @@ import torch
 from agent import validation
 from agent.validation import ProblemNames
 from agent.build.cache import default_cache_root
-from agent.evaluate.codec import DecodeError, encode_tensors, read_result
-from agent.evaluate.compare import compare_outputs
+from agent.evaluate import tensor_file
+from agent.evaluate.codec import DecodeError, read_result
 from agent.evaluate.config import EvalConfig
-from agent.evaluate.jobs import derive_seed
-from agent.evaluate.timing import last_timed_calls
+from agent.evaluate.plan import TrialPlan
 from agent.sandbox import Job, JobResult, Limits, Sandbox
-from agent.verdict import (REJECTING_FLAGS, BuildInfo, Finding, Flag, Spread, Stage, Status, Timing, TrialResult,
+from agent.verdict import (REJECTING_FLAGS, TIMING_FLAGS, BuildInfo, Finding, Flag, Spread, Stage, Status, Timing, TrialResult,
                            Verdict, cap_log)
 
-# The reference runs the user's own problem: generous limits, but still limits.
-_REFERENCE_LIMITS = Limits(wall_seconds=900, cpu_seconds=3600)
 # Host clock over device events beyond this (plus launch overheads) means unseen device work.
 _CLOCK_RATIO = 1.5
 _CLOCK_SLACK_MS = 0.05
@@ -130,70 +127,99 @@ class Evaluator:
             return Verdict(Status.BUILD_ERROR, Stage.BUILD, build_header.get("error", "the build failed"),
                            build=build, device=cfg.device, seconds=seconds)
 
-        seed = cfg.seed if cfg.seed is not None else secrets.randbits(62)
-        t0 = time.monotonic()
-        ref_header, ref = self._reference(problem_source, cfg, names, seed)
-        seconds["reference"] = time.monotonic() - t0
-
-        t0 = time.monotonic()
-        out = self._candidate(candidate_source, cfg, ref_header, ref, seed)
-        seconds["candidate"] = time.monotonic() - t0
-        verdict = self._judge(out, cfg, ref_header, ref, build)
+        plan = _plan(cfg, cfg.seed if cfg.seed is not None else secrets.randbits(62), names)
+        outputs = tensor_file.create(cfg.limits.memory_bytes, "kstudio-candidate-outputs")
+        try:
+            t0 = time.monotonic()
+            out = self._candidate(problem_source, candidate_source, cfg, plan, outputs)
+            seconds["candidate"] = time.monotonic() - t0
+            header = self._candidate_header(out)
+            finished = header.get("stage") == "done" and "status" not in header and out.ok
+            t0 = time.monotonic()
+            # The reference runs even when the candidate failed: a failure of the problem itself is
+            # the user's to fix, and must not be blamed on the candidate.
+            ref_header = self._reference(problem_source, cfg, plan, outputs, header.get("outputs") if finished else None)
+            seconds["reference"] = time.monotonic() - t0
+        finally:
+            os.close(outputs)
+        verdict = self._judge(out, header, cfg, ref_header, build)
         if cfg.profile and verdict.stage is Stage.DONE:
             t0 = time.monotonic()
-            verdict.profile = self._profile(candidate_source, cfg, ref, seed) or verdict.profile
+            verdict.profile = self._profile(problem_source, candidate_source, cfg, plan) or verdict.profile
             seconds["profile"] = time.monotonic() - t0
+        # Where the time went, per job phase: the engine's own speed is part of every verdict.
+        for job, job_header in (("candidate", header), ("reference", ref_header)):
+            for phase, spent in job_header.get("phase_seconds", {}).items():
+                seconds[f"{job}.{phase}"] = spent
+        seconds["candidate.process"] = out.seconds
         verdict.seconds = {**seconds, "total": time.monotonic() - started}
         return verdict
 
-    def _reference(self, problem_source: str, cfg: EvalConfig, names: ProblemNames, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    def check_problem(self, problem_source: str, names: ProblemNames | None = None, seconds: float = 60.0) -> dict[str, Any]:
+        """Import and run a problem once in the sandbox (no candidate, no timing): what an upload form
+        needs to know before accepting it. Returns its output shapes and hardware facts; raises
+        ProblemError with the reason when it is invalid, crashes, hangs or fails."""
+        names = names or ProblemNames()
+        report = validation.validate_problem(problem_source, names=names)
+        if not report.ok:
+            raise ProblemError("the problem is invalid: " + "; ".join(_issue_text(i) for i in report.errors()))
+        cfg = dataclasses.replace(self.config, timing=False, trials=1, distributions=())
+        plan = _plan(cfg, secrets.randbits(62), names)
+        return self._reference(problem_source, cfg, plan, None, None,
+                               limits=dataclasses.replace(cfg.reference_limits, wall_seconds=seconds,
+                                                          cpu_seconds=max(1, int(seconds * 4))))
+
+    def _candidate_header(self, out: JobResult) -> dict[str, Any]:
+        if not out.result:
+            return {}
+        try:
+            header, _ = read_result(out.result)
+        except DecodeError as exc:
+            return {"status": "runtime_error", "error": str(exc)}
+        return header
+
+    def _reference(self, problem_source: str, cfg: EvalConfig, plan: TrialPlan, outputs: int | None,
+                   layout: list[dict[str, Any]] | None, limits: Limits | None = None) -> dict[str, Any]:
         baseline_key = self._baseline_key(problem_source, cfg)
-        cached = self._cached_compile(baseline_key) if cfg.timing and cfg.compile_baseline else None
+        timing = cfg.timing and layout is not None  # no baselines for a candidate that was not timed
+        cached = self._cached_compile(baseline_key) if timing and cfg.compile_baseline else None
         payload = {
-            "problem_source": problem_source, "device": cfg.device, "seed": seed, "names": dataclasses.asdict(names),
-            "trials": cfg.trials, "distributions": list(cfg.distributions), "rotate": cfg.rotate,
-            "iterations": cfg.iterations, "warmup_ms": cfg.warmup_ms, "timing": cfg.timing,
-            "compile_baseline": cfg.compile_baseline and cached is None,
+            "problem_source": problem_source, "device": cfg.device, "plan": plan.to_payload(),
+            "candidate_outputs": layout, "time_baselines": timing, "rtol": cfg.rtol, "atol_scale": cfg.atol_scale,
+            "compile_baseline": timing and cfg.compile_baseline and cached is None,
         }
+        fds = (outputs,) if outputs is not None else ()
         out = self.sandbox.run(Job("agent.evaluate.jobs:reference", payload, device=cfg.device,
-                                   limits=_REFERENCE_LIMITS, env=self._job_env()))
+                                   limits=limits or cfg.reference_limits,
+                                   env=self._job_env(), fds=fds))
         if not out.ok:
             raise ProblemError(f"the reference problem failed: {_describe_failure(out, 'running the reference')}")
-        header, tensors = read_result(out.result)
+        header, _ = read_result(out.result)
         if cached is not None:
             header["compile"] = cached
             header["compile_cached"] = True
         elif "compile" in header and "error" not in header["compile"]:
             self._store_compile(baseline_key, header["compile"])
-        return header, tensors
+        return header
 
-    def _candidate(self, candidate_source: str, cfg: EvalConfig, ref_header: dict[str, Any], ref: dict[str, Any],
-                   seed: int) -> JobResult:
-        tensors = encode_tensors({
-            "state_dict": ref["state_dict"], "init_inputs": ref["init_inputs"], "trial_inputs": ref["trial_inputs"],
-            "weights_seed": derive_seed(seed, "weights"),
-            "digest_seed": derive_seed(seed, "digest"),
-        })
+    def _candidate(self, problem_source: str, candidate_source: str, cfg: EvalConfig, plan: TrialPlan,
+                   outputs: int) -> JobResult:
         payload = {
-            "candidate_source": candidate_source, "device": cfg.device, "tensors": tensors,
-            "allowed_ops": sorted(cfg.allowed_compute_ops()), "output_meta": ref_header["outputs"][0],
-            "trials": cfg.trials,
-            "timing": cfg.timing, "rotate": cfg.rotate, "iterations": cfg.iterations, "warmup_ms": cfg.warmup_ms,
-            "profile": cfg.profile, "cache_root": str(self.cache_root), "cuda_arch": _cuda_arch(),
+            "problem_source": problem_source, "candidate_source": candidate_source, "device": cfg.device,
+            "plan": plan.to_payload(), "allowed_ops": sorted(cfg.allowed_compute_ops()), "profile": cfg.profile,
+            "cache_root": str(self.cache_root), "cuda_arch": _cuda_arch(),
         }
         return self.sandbox.run(Job("agent.evaluate.jobs:candidate", payload, device=cfg.device, limits=cfg.limits,
-                                    env=self._job_env()))
+                                    env=self._job_env(), fds=(outputs,)))
 
-    def _profile(self, candidate_source: str, cfg: EvalConfig, ref: dict[str, Any], seed: int) -> dict[str, Any] | None:
+    def _profile(self, problem_source: str, candidate_source: str, cfg: EvalConfig, plan: TrialPlan) -> dict[str, Any] | None:
         """An ncu summary where ncu exists on a GPU host; otherwise the candidate job's torch.profiler one."""
         from agent.profiling import ncu_available
 
         if cfg.device != "cuda" or not ncu_available():
             return None
-        tensors = encode_tensors({"state_dict": ref["state_dict"], "init_inputs": ref["init_inputs"],
-                                  "inputs": ref["trial_inputs"][0], "weights_seed": derive_seed(seed, "weights")})
-        payload = {"candidate_source": candidate_source, "tensors": tensors, "cache_root": str(self.cache_root),
-                   "cuda_arch": _cuda_arch()}
+        payload = {"problem_source": problem_source, "candidate_source": candidate_source, "plan": plan.to_payload(),
+                   "cache_root": str(self.cache_root), "cuda_arch": _cuda_arch()}
         out = self.sandbox.run(Job("agent.evaluate.jobs:ncu_profile", payload, device="cuda",
                                    limits=Limits(wall_seconds=300), env=self._job_env()))
         if not out.ok:
@@ -203,7 +229,7 @@ class Evaluator:
 
     # ------------------------------------------------------------------------------------ judging
 
-    def _judge(self, out: JobResult, cfg: EvalConfig, ref_header: dict[str, Any], ref: dict[str, Any],
+    def _judge(self, out: JobResult, header: dict[str, Any], cfg: EvalConfig, ref_header: dict[str, Any],
                build: BuildInfo) -> Verdict:
         verdict = Verdict(Status.RUNTIME_ERROR, Stage.LOAD, "", build=build, device=cfg.device,
                           stdout=out.stdout, stderr=out.stderr, hardware=ref_header.get("hardware", {}),
@@ -212,13 +238,12 @@ class Evaluator:
         if out.killed == "wall_time":
             verdict.status, verdict.message = Status.TIMEOUT, f"the candidate ran past the {cfg.limits.wall_seconds:g} s wall-clock limit and was killed"
             return verdict
-        try:
-            header, tensors = read_result(out.result) if out.result else ({}, {})
-        except DecodeError as exc:
-            header, tensors = {}, {}
-            verdict.message = str(exc)
-        if not header:
-            verdict.message = _describe_failure(out, "running the candidate")
+        if not header or header.get("stage") == "problem" and header.get("status") != "problem_error":
+            verdict.message = header.get("error") or _describe_failure(out, "running the candidate")
+            return verdict
+        if header.get("status") == "problem_error":
+            # The reference ran the same problem code fine in its own process: the candidate's process broke it.
+            verdict.message = "setting up the problem failed in the candidate's process: " + header.get("error", "")
             return verdict
         verdict.stage = Stage(header.get("stage", "load"))
         verdict.profile = header.get("profile")
@@ -235,20 +260,21 @@ class Evaluator:
             if not any(f.flag is Flag.TIMER_TAMPERING for f in flags):
                 flags.append(Finding(Flag.TIMER_TAMPERING, "replaced " + ", ".join(header["tampered"])))
         verdict.flags = flags
-        if header.get("status") == "runtime_error" or not out.ok:
+        if header.get("status") == "runtime_error" or not out.ok or header.get("stage") != "done":
             verdict.status = Status.REJECTED if _rejecting(flags) else Status.RUNTIME_ERROR
             verdict.message = header.get("error") or _describe_failure(out, "running the candidate")
             verdict.message = cap_log(verdict.message, 6000)
             return verdict
 
-        verdict.trials = self._trials(ref, tensors.get("trial_outputs", []), ref_header, cfg)
+        verdict.trials = _trials(ref_header)
         verdict.correct = bool(verdict.trials) and all(t.passed for t in verdict.trials)
         if cfg.timing and "timing" in header:
-            self._timing(verdict, header, ref_header, ref, tensors, cfg)
+            self._timing(verdict, header, ref_header, cfg)
         verdict.stage = Stage.DONE
-        # A wrong answer is "incorrect"; "rejected" is for behaviour that games the evaluation. Timed
-        # outputs that differ only matter when the checked ones were right.
-        behaviour = [f for f in verdict.flags if f.flag in REJECTING_FLAGS and (verdict.correct or f.flag is not Flag.TIMED_OUTPUT_MISMATCH)]
+        # A wrong answer is "incorrect"; "rejected" is for behaviour that games the evaluation. What the
+        # timing revealed only matters when the checked outputs were right.
+        behaviour = [f for f in verdict.flags
+                     if f.flag in REJECTING_FLAGS and (verdict.correct or f.flag.value not in TIMING_FLAGS)]
         if behaviour:
             verdict.status = Status.REJECTED
             verdict.message = "rejected: " + "; ".join(f"{f.flag.value}: {f.detail}" for f in behaviour)
@@ -265,28 +291,13 @@ class Evaluator:
             verdict.message = _accepted_message(verdict)
         return verdict
 
-    def _trials(self, ref: dict[str, Any], outputs: list[list[torch.Tensor]], ref_header: dict[str, Any],
-                cfg: EvalConfig) -> list[TrialResult]:
-        results = []
-        for index, (expected, meta) in enumerate(zip(ref["trial_outputs"], ref_header["trials"])):
-            got = outputs[index] if index < len(outputs) else []
-            c = compare_outputs(expected, got, cfg.rtol, cfg.atol_scale)
-            results.append(TrialResult(index, meta["distribution"], c.passed, c.max_abs_error, c.max_rel_error,
-                                       c.atol, c.rtol, c.mismatched, c.numel, c.note))
-        return results
-
-    def _timing(self, verdict: Verdict, header: dict[str, Any], ref_header: dict[str, Any], ref: dict[str, Any],
-                tensors: dict[str, Any], cfg: EvalConfig) -> None:
+    def _timing(self, verdict: Verdict, header: dict[str, Any], ref_header: dict[str, Any], cfg: EvalConfig) -> None:
         cand = header["timing"]
-        # The last timed outputs: checked against the reference for the values those calls saw.
-        digests = tensors.get("digests", {})
-        for i in last_timed_calls(cfg.iterations, cfg.rotate):
-            expected, got = ref["value_digests"][i], digests.get(i)
-            if got is None or not compare_outputs(expected, got, cfg.rtol, cfg.atol_scale).passed:
-                verdict.flags.append(Finding(Flag.TIMED_OUTPUT_MISMATCH,
-                                             "outputs of the timed calls (inputs rotated, values changed between calls) do not match "
-                                             "the reference: results depend on something other than the inputs' values"))
-                break
+        # The last timed calls' outputs, checked by the reference's job for the values those calls saw.
+        if not ref_header.get("timed_outputs_match", False):
+            verdict.flags.append(Finding(Flag.TIMED_OUTPUT_MISMATCH,
+                                         "outputs of the timed calls (inputs rotated, values changed between calls) do not match "
+                                         "the reference: results depend on something other than the inputs' values"))
         eager = ref_header.get("eager")
         compiled = ref_header.get("compile")
         if not eager:
@@ -365,10 +376,16 @@ def _write_json(path: Path, record: dict[str, Any]) -> None:
 
 def _preload(cfg: EvalConfig) -> tuple[str, ...]:
     """Modules the zygote imports once so that no child pays for them (triton costs ~1 s)."""
-    modules = ["agent.evaluate.jobs"]
+    modules = ["agent.evaluate.jobs", "agent.evaluate.warm"]
     if cfg.device == "cuda" and importlib.util.find_spec("triton") is not None:
         modules.append("triton")
     return tuple(modules)
+
+
+def _plan(cfg: EvalConfig, seed: int, names: ProblemNames) -> TrialPlan:
+    return TrialPlan(seed=seed, trials=cfg.trials, distributions=tuple(cfg.distributions), timing=cfg.timing,
+                     iterations=cfg.iterations, rotate=cfg.rotate, warmup_ms=cfg.warmup_ms,
+                     names=dataclasses.asdict(names))
 
 
 def _default_backend(cfg: EvalConfig) -> str:
@@ -384,6 +401,21 @@ def _candidate_key(source: str, cfg: EvalConfig) -> str:
 
 def _cuda_arch() -> str:
     return os.environ.get("KSTUDIO_CUDA_ARCH", "9.0")
+
+
+def _trials(ref_header: dict[str, Any]) -> list[TrialResult]:
+    """One result per checked call; a call the reference found no comparison for has failed."""
+    results = []
+    comparisons = ref_header.get("comparisons", [])
+    for index, label in enumerate(ref_header.get("labels", [])):
+        if index < len(comparisons):
+            c = comparisons[index]
+            results.append(TrialResult(index, label, c["passed"], c["max_abs_error"], c["max_rel_error"], c["atol"],
+                                       c["rtol"], c["mismatched"], c["numel"], c["note"]))
+        else:
+            results.append(TrialResult(index, label, False, float("inf"), float("inf"), 0.0, 0.0, 0, 0,
+                                       "no output was compared for this call"))
+    return results
 
 
 def _rejecting(flags: list[Finding]) -> bool:

@@ -3,7 +3,6 @@ value distributions of the same shapes (mixed sign, large, tiny) that a shortcut
 from __future__ import annotations
 
 import random
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -16,19 +15,19 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def problem_inputs(problem: ModuleType, seed: int, get_inputs: str = "get_inputs") -> list[Any]:
-    seed_everything(seed)
-    return list(getattr(problem, get_inputs)())
+def _generator(device: torch.device, seed: int) -> torch.Generator:
+    """Drawing on the tensor's own device: the same values in every job on that device."""
+    return torch.Generator(device=device).manual_seed(seed)
 
 
 def redistribute(inputs: list[Any], distribution: str, seed: int) -> list[Any]:
     """Same shapes and dtypes; new values for every floating tensor. Integer tensors (indices,
     labels) keep the problem's values, which are valid for the problem by construction."""
-    generator = torch.Generator().manual_seed(seed)
     out = []
     for value in inputs:
         if isinstance(value, torch.Tensor) and value.is_floating_point():
-            base = torch.randn(value.shape, generator=generator, dtype=torch.float32)
+            generator = _generator(value.device, seed + len(out))
+            base = torch.randn(value.shape, generator=generator, dtype=torch.float32, device=value.device)
             if distribution == "mixed_sign":
                 new = base
             elif distribution == "scaled_large":
@@ -68,13 +67,14 @@ def perturb(values: list[Any], seed: int) -> list[Any]:
     """A copy with 1/64 of each floating tensor's positions (seeded) given other in-distribution
     values. Written in place over inputs a candidate has seen, it defeats caches keyed on the
     address plus a sample of the values: the sample almost surely misses the changed positions."""
-    generator = torch.Generator().manual_seed(seed)
     out = []
     for value in values:
         if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1:
             flat = value.detach().reshape(-1).clone()
             count = max(1, flat.numel() // 64)
-            idx = torch.randint(flat.numel(), (count,), generator=generator).to(flat.device)
+            generator = _generator(flat.device, seed + len(out))
+            # Unique positions: with repeats, which write wins is unspecified, and both jobs must agree.
+            idx = torch.randint(flat.numel(), (count,), generator=generator, device=flat.device).unique()
             flat[idx] = flat[idx.roll(1)] * -1.5 + 0.25
             out.append(flat.view(value.shape))
         else:

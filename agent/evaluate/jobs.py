@@ -1,16 +1,20 @@
-"""The three jobs that run inside sandboxed children: build, reference, candidate.
+"""The jobs that run inside sandboxed children: build, candidate, reference (and ncu profiling).
 
-The reference and the candidate never share a process: the candidate cannot find the reference's
-outputs, and the comparison happens in the trusted parent. Each job writes one result (codec.py).
-Everything a candidate does wrong becomes part of its result; only harness bugs raise.
+Order: the candidate's job runs first and writes its outputs to a memfd; the reference's job runs
+second, in another process, computes the reference outputs and compares on the device. The
+candidate never shares a process with reference outputs: they do not exist while it runs. Both
+jobs build weights and inputs themselves from the same seeds (plan.py). Each job writes one
+result (codec.py). Everything a candidate does wrong becomes part of its result; only harness
+bugs raise.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
+import sys
 import time
 import traceback
+from dataclasses import asdict
 from typing import Any, BinaryIO
 
 import torch
@@ -19,17 +23,28 @@ from agent.build.cache import BuildCache
 from agent.build.inline import ExtensionBuildError
 from agent.build.toolchain import detect_toolchain
 from agent.evaluate import guards, inputs
-from agent.evaluate.codec import decode_tensors, write_result
+from agent.evaluate.codec import write_result
+from agent.evaluate.compare import compare_outputs
 from agent.evaluate.loader import ExtensionRouter, cache_root_from, exec_module
-from agent.evaluate.timing import last_timed_calls, time_calls, timed_values
+from agent.evaluate.plan import ProblemSetup, TrialPlan, build_model, set_up
+from agent.evaluate.tensor_file import TensorFileReader, TensorFileWriter
+from agent.evaluate.timing import TimedRun, last_timed_calls, time_calls, timed_values
 
 PROBLEM_MODULE = "kstudio_problem"
 CANDIDATE_MODULE = "kstudio_candidate"
 
 
-def derive_seed(seed: int, *labels: object) -> int:
-    text = ":".join(str(x) for x in (seed, *labels))
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:7], "big")
+class _Phases:
+    """Seconds spent in each phase of a job, reported in its header (and the verdict's `seconds`)."""
+
+    def __init__(self, header: dict[str, Any]) -> None:
+        self.seconds: dict[str, float] = header.setdefault("phase_seconds", {})
+        self.last = time.monotonic()
+
+    def mark(self, name: str) -> None:
+        now = time.monotonic()
+        self.seconds[name] = self.seconds.get(name, 0.0) + now - self.last
+        self.last = now
 
 
 def _as_list(result: Any) -> list[Any]:
@@ -81,121 +96,105 @@ def build(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]) ->
 # ----------------------------------------------------------------------------------------- reference
 
 def reference(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]) -> None:
-    device, seed, names = payload["device"], payload["seed"], payload["names"]
+    """Runs after the candidate's job: computes the reference outputs (the candidate never shared a
+    process with them, nor could it: they did not exist yet), compares the candidate's outputs with
+    them on the device, then times eager and torch.compile under the same protocol."""
+    device = payload["device"]
+    plan = TrialPlan.from_payload(payload["plan"])
+    header: dict[str, Any] = {"labels": plan.labels(), "comparisons": []}
+    phases = _Phases(header)
     _setup_device(device, context["limits"])
+    header.update(hardware=_hardware(device), toolchain={"torch": torch.__version__, "torch_cuda": torch.version.cuda})
+    phases.mark("device_init")
     clocks = guards.Clocks()
     problem = exec_module(payload["problem_source"], PROBLEM_MODULE, "problem.py")
-    init_inputs = inputs.problem_inputs(problem, derive_seed(seed, "init"), names["get_init_inputs"])
-    weights_seed = derive_seed(seed, "weights")
-    inputs.seed_everything(weights_seed)
-    model = getattr(problem, names["model"])(*init_inputs).to(device).eval()
+    setup = set_up(problem, plan, device)
+    model = setup.model
+    candidate = TensorFileReader(context["fds"][0], payload["candidate_outputs"]) if payload.get("candidate_outputs") is not None else None
+    phases.mark("problem_setup")
+    tolerances = (payload.get("rtol"), payload.get("atol_scale"))
 
-    trial_inputs, trial_meta = [], []
-    for t in range(payload["trials"]):
-        trial_seed = derive_seed(seed, "trial", t)
-        trial_inputs.append(inputs.problem_inputs(problem, trial_seed, names["get_inputs"]))
-        trial_meta.append({"distribution": "problem"})
-    for dist in payload["distributions"]:
-        dist_seed = derive_seed(seed, "dist", dist)
-        base = inputs.problem_inputs(problem, dist_seed, names["get_inputs"])
-        trial_inputs.append(inputs.redistribute(base, dist, dist_seed))
-        trial_meta.append({"distribution": dist})
+    def check(index: int, outs: list[torch.Tensor]) -> None:
+        if candidate is not None:
+            got = [t.to(device) for t in candidate.tensors("trial", index)]
+            header["comparisons"].append(asdict(compare_outputs(outs, got, *tolerances)))
 
-    rotate = payload["rotate"]
-    # Timing reuses the problem-distribution trial inputs: every timed call rolls them anyway, so
-    # no call repeats values, and H100-sized problems do not ship extra input sets between processes.
-    value_sets = trial_inputs[: payload["trials"]]
-    # The last trial runs after timing (a candidate honest only while checked meets it) on the
-    # last timed call's inputs with a sparse in-place change, in that call's own buffer.
-    final_seed = derive_seed(seed, "after_timing")
-    if payload["timing"]:
-        final = inputs.perturb(timed_values(value_sets, payload["iterations"] - 1), final_seed)
-    else:
-        final = inputs.problem_inputs(problem, final_seed, names["get_inputs"])
-    trial_inputs.append(final)
-    trial_meta.append({"distribution": "after_timing"})
-
-    trial_outputs = []
     with torch.no_grad():
-        for values in trial_inputs:
-            out = _as_list(model(*inputs.to_device(values, device)))
-            trial_outputs.append([_host_copy(o) for o in out])
+        for index, values in enumerate(setup.checked):
+            raw = model(*values)
+            outs = _as_list(raw)
+            if index == 0:
+                header["outputs"] = [{"shape": list(o.shape), "dtype": str(o.dtype)} for o in outs]
+                header["returns_sequence"] = isinstance(raw, (tuple, list))
+            check(index, outs)
+            del raw, outs
+        check(len(setup.checked), _as_list(model(*setup.final)))
+        if candidate is not None and plan.timing:
+            header["timed_outputs_match"] = all(
+                compare_outputs(inputs.digest(_as_list(model(*timed_values(setup.value_sets, i))), plan.digest_seed),
+                                candidate.tensors("digest", i), *tolerances).passed
+                for i in last_timed_calls(plan.iterations, plan.rotate))
+        phases.mark("compare")
+        header["work"] = _work_estimate(model, setup.checked[0], device)
+        phases.mark("work_estimate")
 
-    digest_seed = derive_seed(seed, "digest")
-    with torch.no_grad():
-        value_digests = {i: inputs.digest(_as_list(model(*inputs.to_device(timed_values(value_sets, i), device))), digest_seed)
-                         for i in last_timed_calls(payload["iterations"], rotate)}
-
-    header: dict[str, Any] = {
-        "hardware": _hardware(device),
-        "toolchain": {"torch": torch.__version__, "torch_cuda": torch.version.cuda},
-        "outputs": [[{"shape": list(o.shape), "dtype": str(o.dtype), "nbytes": o.numel() * o.element_size()}
-                     for o in outs] for outs in trial_outputs[:1]],
-        "trials": trial_meta,
-        "returns_sequence": None,
-    }
-    with torch.no_grad():
-        sample = model(*inputs.to_device(trial_inputs[0], device))
-        header["returns_sequence"] = isinstance(sample, (tuple, list))
-        header["work"] = _work_estimate(model, trial_inputs[0], sample, device)
-    del sample
-
-    if payload["timing"]:
-        header["eager"] = _time_model(model, value_sets, payload, clocks, digest_seed)
+    if plan.timing and payload.get("time_baselines", True):
+        header["eager"] = _time_model(model, setup.value_sets, plan, device, clocks)
+        phases.mark("eager_timing")
         if payload["compile_baseline"]:
-            header["compile"] = _time_compiled(model, value_sets, payload, clocks, digest_seed)
-    write_result(result, header, {
-        "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-        "init_inputs": init_inputs,
-        "trial_inputs": trial_inputs,
-        "trial_outputs": trial_outputs,
-        "value_digests": value_digests,
-    })
+            header["compile"] = _time_compiled(model, setup.value_sets, plan, device, clocks)
+            phases.mark("compile_timing")
+    write_result(result, header)
 
 
-def _time_model(model: Any, value_sets: list[list[Any]], payload: dict[str, Any], clocks: guards.Clocks,
-                digest_seed: int) -> dict[str, Any]:
-    device = payload["device"]
-    buffers, sets = _timing_inputs(value_sets, payload["rotate"], device)
-    with torch.no_grad():
-        run = time_calls(model, buffers, sets, device=device, iterations=payload["iterations"],
-                         warmup_ms=payload["warmup_ms"], clocks=clocks, digest_seed=digest_seed)
+def _time_model(model: Any, value_sets: list[list[Any]], plan: TrialPlan, device: str,
+                clocks: guards.Clocks) -> dict[str, Any]:
+    _, run = _timed_run(model, value_sets, plan, device, clocks)
     return {"device": run.spread(), "host": run.spread(host=True)}
 
 
-def _timing_inputs(value_sets: list[list[Any]], rotate: int, device: str) -> tuple[list[list[Any]], list[list[Any]]]:
-    """`rotate` input buffers to time on, and the value sets copied into them, on the device."""
-    buffers = [inputs.to_device([v.clone() if isinstance(v, torch.Tensor) else v for v in value_sets[0]], device)
-               for _ in range(rotate)]
-    return buffers, [inputs.to_device(v, device) for v in value_sets]
+def _timed_run(model: Any, value_sets: list[list[Any]], plan: TrialPlan, device: str,
+               clocks: guards.Clocks) -> tuple[list[list[Any]], TimedRun]:
+    """The timing protocol (timing.py) on `rotate` fresh buffers; returns the buffers and the run."""
+    buffers, sets = _timing_inputs(value_sets, plan.rotate)
+    with torch.no_grad():
+        run = time_calls(model, buffers, sets, device=device, iterations=plan.iterations,
+                         warmup_ms=plan.warmup_ms, clocks=clocks, digest_seed=plan.digest_seed)
+    return buffers, run
 
 
-def _time_compiled(model: Any, value_sets: list[list[Any]], payload: dict[str, Any], clocks: guards.Clocks,
-                   digest_seed: int) -> dict[str, Any]:
+def _timing_inputs(value_sets: list[list[Any]], rotate: int) -> tuple[list[list[Any]], list[list[Any]]]:
+    """`rotate` input buffers to time on (the values are copied into them per call), and the value sets."""
+    buffers = [[v.clone() if isinstance(v, torch.Tensor) else v for v in value_sets[0]] for _ in range(rotate)]
+    return buffers, value_sets
+
+
+def _time_compiled(model: Any, value_sets: list[list[Any]], plan: TrialPlan, device: str,
+                   clocks: guards.Clocks) -> dict[str, Any]:
     started = time.monotonic()
     try:
         compiled = torch.compile(model)
         with torch.no_grad():
-            compiled(*inputs.to_device(value_sets[0], payload["device"]))
+            compiled(*value_sets[0])
     except Exception as exc:  # noqa: BLE001 - a problem torch.compile cannot handle has no compile baseline
         return {"error": f"torch.compile failed: {type(exc).__name__}: {exc}"[:2000]}
     compile_seconds = time.monotonic() - started
-    timed = _time_model(compiled, value_sets, payload, clocks, digest_seed)
+    timed = _time_model(compiled, value_sets, plan, device, clocks)
     timed["compile_seconds"] = compile_seconds
     return timed
 
 
-def _work_estimate(model: Any, values: list[Any], sample: Any, device: str) -> dict[str, Any]:
+def _work_estimate(model: Any, values: list[Any], device: str) -> dict[str, Any]:
     """The least work any correct kernel must do: bytes in and out, and the reference's FLOPs."""
     from torch.utils.flop_counter import FlopCounterMode
 
     tensors = [v for v in values if isinstance(v, torch.Tensor)]
     moved = sum(t.numel() * t.element_size() for t in tensors)
-    moved += sum(o.numel() * o.element_size() for o in _as_list(sample) if isinstance(o, torch.Tensor))
     moved += sum(p.numel() * p.element_size() for p in model.parameters())
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
-        model(*inputs.to_device(values, device))
+        sample = model(*values)
+    moved += sum(o.numel() * o.element_size() for o in _as_list(sample) if isinstance(o, torch.Tensor))
     work: dict[str, Any] = {"bytes": moved, "flops": int(counter.get_total_flops())}
     if device == "cuda":
         work["copy_bytes_per_s"] = _measured_bandwidth()
@@ -222,30 +221,57 @@ def _measured_bandwidth() -> float:
 # ----------------------------------------------------------------------------------------- candidate
 
 def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]) -> None:
+    """Set up the problem's weights and inputs from the seed, then load and run the candidate. Its
+    outputs go to the memfd the parent handed over (context["fds"][0]); its findings to the header."""
     clocks = guards.Clocks()  # before any candidate code can replace a clock
     device = payload["device"]
-    header: dict[str, Any] = {"stage": "load", "flags": [], "trials": [], "isolation": context["isolation"]}
-    tensors: dict[str, Any] = {}
+    plan = TrialPlan.from_payload(payload["plan"])
+    header: dict[str, Any] = {"stage": "problem", "flags": [], "trials": [], "isolation": context["isolation"]}
+    phases = _Phases(header)
+    writer = TensorFileWriter(context["fds"][0])
     try:
         _setup_device(device, context["limits"])
-        data = decode_tensors(payload["tensors"])
+        phases.mark("device_init")
+        try:
+            setup = _problem_setup(payload, plan, device)
+        except BaseException as exc:  # noqa: BLE001 - the problem's own failure, reported as such
+            header.update(status="problem_error", error=_format_exception(exc))
+            raise _Stop from exc
+        phases.mark("problem_setup")
+        header["stage"] = "load"
         router = _router(payload, loadable=True)
         try:
             module = exec_module(payload["candidate_source"], CANDIDATE_MODULE, "candidate.py")
         finally:
             header["build_records"] = router.report()
-        model, header["weights"] = _build_candidate(module, data, device)
+        model, header["weights"] = _build_candidate(module, setup, plan, device)
+        phases.mark("load")
         header["stage"] = "correctness"
-        outputs, digests = _run_candidate(model, data, payload, header, clocks)
-        tensors = {"trial_outputs": outputs, "digests": digests}
+        _run_candidate(model, setup, plan, payload, header, clocks, writer, phases)
         header["stage"] = "done"
+    except _Stop:
+        pass
     except ExtensionBuildError as exc:
         header.update(status="build_error", error=str(exc), log=exc.log)
     except BaseException as exc:  # noqa: BLE001 - whatever the candidate raised is its verdict
         header.update(status="runtime_error", error=_format_exception(exc))
     header["tampered"] = clocks.tampered()
     clocks.restore()
-    write_result(result, header, tensors)
+    header["outputs"] = writer.layout
+    write_result(result, header)
+
+
+class _Stop(Exception):
+    """The job ends early with its finding already in the header."""
+
+
+def _problem_setup(payload: dict[str, Any], plan: TrialPlan, device: str) -> ProblemSetup:
+    """The reference's weights and every input, built before any candidate code runs; the problem's
+    module is then forgotten, so the candidate cannot import the reference model by name."""
+    problem = exec_module(payload["problem_source"], PROBLEM_MODULE, "problem.py")
+    setup = set_up(problem, plan, device)
+    sys.modules.pop(PROBLEM_MODULE, None)
+    return setup
 
 
 def _format_exception(exc: BaseException) -> str:
@@ -255,88 +281,89 @@ def _format_exception(exc: BaseException) -> str:
     return text[-6000:]
 
 
-def _build_candidate(module: Any, data: dict[str, Any], device: str) -> tuple[Any, str]:
+def _build_candidate(module: Any, setup: ProblemSetup, plan: TrialPlan, device: str) -> tuple[Any, str]:
     if not hasattr(module, "ModelNew"):
         raise AttributeError("the candidate module defines no class ModelNew")
-    inputs.seed_everything(data["weights_seed"])
-    model = module.ModelNew(*data["init_inputs"])
-    state = data["state_dict"]
+    model = build_model(module.ModelNew, setup.init_inputs, plan.weights_seed, device)
+    state = setup.model.state_dict()
     mine = model.state_dict() if hasattr(model, "state_dict") else {}
     weights = "seeded"
     if state and set(mine) == set(state) and all(mine[k].shape == state[k].shape for k in state):
         model.load_state_dict(state)
         weights = "copied"
-    if hasattr(model, "to"):
-        model = model.to(device)
-    if hasattr(model, "eval"):
-        model.eval()
+    setup.model = None  # the reference model is not the candidate's to call
     return model, weights
 
 
-def _poison(shapes: list[dict[str, Any]], device: str) -> None:
-    """Fill freed allocator blocks of the output's sizes with NaN bytes, so a candidate that returns
+def _poison(sizes: list[int], device: str) -> None:
+    """Fill freed allocator blocks of the outputs' sizes with NaN bytes, so a candidate that returns
     uninitialised memory (hoping it holds a previous result) returns NaNs instead."""
     blocks = []
-    for meta in shapes:
+    for nbytes in sizes:
         for _ in range(4):
-            blocks.append(torch.full((max(meta["nbytes"], 1),), 0xFF, dtype=torch.uint8, device=device))
+            blocks.append(torch.full((max(nbytes, 1),), 0xFF, dtype=torch.uint8, device=device))
     del blocks
 
 
-def _run_candidate(model: Any, data: dict[str, Any], payload: dict[str, Any], header: dict[str, Any],
-                   clocks: guards.Clocks) -> tuple[list[list[torch.Tensor]], dict[int, list[torch.Tensor]]]:
+def _run_candidate(model: Any, setup: ProblemSetup, plan: TrialPlan, payload: dict[str, Any], header: dict[str, Any],
+                   clocks: guards.Clocks, writer: TensorFileWriter, phases: _Phases) -> None:
     device = payload["device"]
     flags: list[dict[str, str]] = header["flags"]
     params = [*model.parameters(), *model.buffers()] if hasattr(model, "parameters") else []
-    outputs: list[list[torch.Tensor]] = []
+    # Before the first call there is no earlier result to reuse; after it, poison blocks of its outputs' sizes.
+    sizes: list[int] = []
 
     def flag(name: str, detail: str) -> None:
         if not any(f["flag"] == name for f in flags):
             flags.append({"flag": name, "detail": detail})
 
-    *checked, final = data["trial_inputs"]
-    for index, values in enumerate(checked):
-        outputs.append(_checked_call(model, values, index, payload, header, clocks, params, flag))
+    def checked(index: int, values: list[Any], into: list[Any] | None = None) -> None:
+        outs = _checked_call(model, values, index, sizes, payload, header, clocks, params, flag, into=into)
+        sizes[:] = [o.numel() * o.element_size() for o in outs]
+        for j, out in enumerate(outs):
+            writer.put(["trial", index, j], out)
 
-    digests: dict[int, list[torch.Tensor]] = {}
+    for index, values in enumerate(setup.checked):
+        checked(index, values)
+    phases.mark("checked_calls")
+
     last_buffer = None
-    if payload["timing"]:
+    if plan.timing:
         header["stage"] = "timing"
-        buffers, sets = _timing_inputs(data["trial_inputs"][: payload["trials"]], payload["rotate"], device)
-        with torch.no_grad():
-            run = time_calls(model, buffers, sets, device=device, iterations=payload["iterations"],
-                             warmup_ms=payload["warmup_ms"], clocks=clocks, digest_seed=data["digest_seed"])
+        buffers, run = _timed_run(model, setup.value_sets, plan, device, clocks)
         header["timing"] = {"device": run.spread(), "host": run.spread(host=True)}
-        digests = run.digests
+        for i, digest in run.digests.items():
+            for j, values in enumerate(digest):
+                writer.put(["digest", i, j], values)
         if payload.get("profile"):
             header["profile"] = _profile(model, buffers[0], device)
-        last_buffer = buffers[(payload["iterations"] - 1) % payload["rotate"]]
-        del sets
+        last_buffer = buffers[(plan.iterations - 1) % plan.rotate]
+        phases.mark("timing")
     header["stage"] = "correctness"
-    outputs.append(_checked_call(model, final, len(checked), payload, header, clocks, params, flag, into=last_buffer))
+    checked(len(setup.checked), setup.final, into=last_buffer)
+    phases.mark("checked_calls")
     tampered = clocks.tampered()
     if tampered:
         flag("timer_tampering", "replaced " + ", ".join(tampered))
-    return outputs, digests
 
 
-def _checked_call(model: Any, values: list[Any], index: int, payload: dict[str, Any], header: dict[str, Any],
-                  clocks: guards.Clocks, params: list[torch.Tensor], flag: Any,
+def _checked_call(model: Any, values: list[Any], index: int, sizes: list[int], payload: dict[str, Any],
+                  header: dict[str, Any], clocks: guards.Clocks, params: list[torch.Tensor], flag: Any,
                   into: list[Any] | None = None) -> list[torch.Tensor]:
-    """One correctness call with every in-process check around it; returns the outputs on the CPU.
+    """One correctness call with every in-process check around it; returns its outputs.
     With `into`, the values are written in place into those (already seen) input buffers."""
     device = payload["device"]
     cuda = device == "cuda"
     sync = clocks.originals["torch.cuda.synchronize"]
     if into is None:
-        args = inputs.to_device(values, device)
+        args = values
     else:
         args = into
         for dst, src in zip(args, values):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
     originals = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    _poison(payload["output_meta"], device)
+    _poison(sizes, device)
     threads_before = guards.python_threads()
     recorder = guards.OpRecorder(frozenset(payload["allowed_ops"]))
     with torch.no_grad():
@@ -385,12 +412,7 @@ def _checked_call(model: Any, values: list[Any], index: int, payload: dict[str, 
     if cuda:
         sync()
     header["trials"].append({"index": index, "threads": len(new_threads)})
-    return [_host_copy(o) for o in outs]
-
-
-def _host_copy(t: torch.Tensor) -> torch.Tensor:
-    """Always a copy: .cpu() of a CPU tensor is the tensor itself, which a later call may overwrite."""
-    return t.detach().to("cpu", copy=True)
+    return outs
 
 
 def _profile(model: Any, args: list[Any], device: str) -> dict[str, Any]:
@@ -404,17 +426,14 @@ def _profile(model: Any, args: list[Any], device: str) -> dict[str, Any]:
 
 def ncu_profile(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]) -> None:
     """Nsight Compute summary of one candidate call (duration, DRAM/SM throughput, occupancy...)."""
+    import json
     import subprocess
-    import sys
 
-    from agent.evaluate.codec import encode_tensors
     from agent.profiling import ncu_command, parse_ncu_csv
 
-    data = decode_tensors(payload["tensors"])
-    job_file, csv_file = "/tmp/profile_payload.pt", "/tmp/ncu.csv"
-    with open(job_file, "wb") as f:
-        f.write(encode_tensors({**data, "candidate_source": payload["candidate_source"],
-                                "cache_root": payload["cache_root"], "cuda_arch": payload["cuda_arch"]}))
+    job_file, csv_file = "/tmp/profile_payload.json", "/tmp/ncu.csv"
+    with open(job_file, "w") as f:
+        json.dump(payload, f)
     command = ncu_command([sys.executable, "-m", "agent.evaluate.profile_child", job_file], csv_file)
     proc = subprocess.run(command, capture_output=True, text=True, timeout=payload.get("seconds", 300))
     try:

@@ -7,6 +7,7 @@ content-addressed cache, so the build job (on any CPU host) and the GPU evaluati
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 import types
 from dataclasses import asdict, dataclass, field
@@ -22,11 +23,16 @@ from agent.build.toolchain import Toolchain
 
 
 def exec_module(source: str, name: str, filename: str) -> types.ModuleType:
-    """Run a user module's source as a module named `name` (registered, so classes pickle)."""
+    """Run a user module's source as a module named `name` (registered, so classes pickle).
+
+    The source is written to a real file first (in the job's private /tmp): Triton's @jit and
+    anything else that calls inspect.getsource needs the module's file to exist."""
+    path = Path(tempfile.mkdtemp(prefix="kstudio-src-")) / filename
+    path.write_text(source)
     module = types.ModuleType(name)
-    module.__file__ = filename
+    module.__file__ = str(path)
     sys.modules[name] = module
-    exec(compile(source, filename, "exec"), module.__dict__)  # noqa: S102 - inside the sandbox only
+    exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102 - inside the sandbox only
     return module
 
 

@@ -5,23 +5,25 @@ ncu must start the process it profiles, so this runs as a fresh Python inside th
 """
 from __future__ import annotations
 
+import json
 import sys
 
 import torch
 
-from agent.evaluate import inputs
-from agent.evaluate.codec import decode_tensors
-from agent.evaluate.jobs import CANDIDATE_MODULE, _build_candidate, _router
+from agent.evaluate.jobs import CANDIDATE_MODULE, _build_candidate, _problem_setup, _router
 from agent.evaluate.loader import exec_module
+from agent.evaluate.plan import TrialPlan
 
 
 def main(path: str) -> None:
-    with open(path, "rb") as f:
-        payload = decode_tensors(f.read())
+    with open(path) as f:
+        payload = json.load(f)
+    plan = TrialPlan.from_payload(payload["plan"])
+    setup = _problem_setup(payload, plan, "cuda")
     _router(payload, loadable=True)
     module = exec_module(payload["candidate_source"], CANDIDATE_MODULE, "candidate.py")
-    model, _ = _build_candidate(module, payload, "cuda")
-    args = inputs.to_device(payload["inputs"], "cuda")
+    model, _ = _build_candidate(module, setup, plan, "cuda")
+    args = setup.value_sets[0]
     with torch.no_grad():
         for _ in range(3):
             model(*args)

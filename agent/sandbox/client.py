@@ -35,6 +35,9 @@ class Job:
     limits: Limits = field(default_factory=Limits)
     env: dict[str, str] = field(default_factory=dict)
     workdir: str | None = None
+    fds: tuple[int, ...] = ()
+    """Extra file descriptors the job receives as context["fds"] (e.g. a memfd of tensors); the caller keeps
+    ownership of them."""
 
 
 @dataclass
@@ -155,7 +158,7 @@ class Sandbox:
         request = {"function": job.function, "payload": job.payload, "device": job.device,
                    "limits": job.limits, "env": job.env, "workdir": job.workdir}
         try:
-            send_message(self._sock, request, fds=[w for _, w in pipes])
+            send_message(self._sock, request, fds=[w for _, w in pipes] + list(job.fds))
         finally:
             for _, w in pipes:
                 os.close(w)

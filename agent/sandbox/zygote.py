@@ -29,6 +29,7 @@ from agent.sandbox.wire import recv_message, send_message
 # Directories shared between jobs (caches); kept visible even when they live under /tmp.
 _SHARED_DIRS = ("KSTUDIO_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR")
 _POLL_SECONDS = 0.02
+_MAX_FDS = 8  # result, stdout, stderr and a job's own extra descriptors
 _WATCH_EVERY = 5  # resource checks every 5 polls (100 ms): psutil walks /proc
 
 
@@ -46,7 +47,7 @@ def _child_environment(device: str, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _run_job(request: dict[str, Any], result_fd: int, isolation_level: str) -> int:
+def _run_job(request: dict[str, Any], result_fd: int, isolation_level: str, extra_fds: list[int]) -> int:
     """In the sandbox's first process: call the job function and hand it the result pipe."""
     env = _child_environment(request["device"], request.get("env", {}))
     os.environ.clear()
@@ -57,14 +58,21 @@ def _run_job(request: dict[str, Any], result_fd: int, isolation_level: str) -> i
     module_name, _, function_name = request["function"].partition(":")
     function = getattr(importlib.import_module(module_name), function_name)
     with os.fdopen(result_fd, "wb", buffering=1 << 20) as result:
-        function(request["payload"], result, {"isolation": isolation_level, "limits": request["limits"]})
+        function(request["payload"], result,
+                 {"isolation": isolation_level, "limits": request["limits"], "fds": extra_fds})
     return 0
 
 
 def _first_child(request: dict[str, Any], fds: list[int], status_w: int) -> None:
     """C0: new session, rlimits, namespaces; forks C1 (pid 1 of the new pid namespace) and waits."""
-    result_fd, out_fd, err_fd = fds
+    result_fd, out_fd, err_fd, *extra_fds = fds
+    zygote = os.getppid()
     os.setsid()
+    # Die with the zygote: a job whose supervisor is gone (its worker was killed) must not live on,
+    # holding the GPU (C1 already dies with C0). Checked after the prctl: the zygote may be gone already.
+    isolation._libc.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != zygote:
+        os._exit(72)
     limits: Limits = request["limits"]
     apply_rlimits(limits, address_space=request["device"] == "cpu")
     try:
@@ -85,7 +93,7 @@ def _first_child(request: dict[str, Any], fds: list[int], status_w: int) -> None
                 isolation.finish_inside_namespace(keep=keep)
             else:
                 isolation.drop_privileges()
-            code = _run_job(request, result_fd, level)
+            code = _run_job(request, result_fd, level, extra_fds)
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except BaseException:  # noqa: BLE001 - the harness itself failed; report and exit non-zero
@@ -201,7 +209,7 @@ def serve(sock: socket.socket) -> None:
 
     while True:
         try:
-            request, fds = recv_message(sock, maxfds=3)
+            request, fds = recv_message(sock, maxfds=_MAX_FDS)
         except EOFError:
             return
         if torch.cuda.is_initialized():  # our bug, never the candidate's: children would inherit it

@@ -37,7 +37,8 @@ def test_it_summarises_a_cpu_function_with_the_real_profiler() -> None:
     assert mm["calls"] == 3
     assert mm["avg_us"] == pytest.approx(mm["total_us"] / 3, abs=0.01)
     assert summary["total_us"] >= sum(times) - 0.01
-    assert 0 < sum(k["pct"] for k in kernels) <= 100.01
+    # Each share is rounded to 0.01, so the sum may exceed 100 by up to 0.005 per row.
+    assert 0 < sum(k["pct"] for k in kernels) <= 100 + 0.005 * len(kernels) + 1e-9
 
 
 def test_it_keeps_only_the_top_operators() -> None:

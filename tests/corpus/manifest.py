@@ -167,8 +167,9 @@ CASES: list[Case] = [
          "torch.ops.aten._softmax looked up by a built string: no torch.softmax in source or TorchFunctionMode"),
     Case(_c("exploit_py_pytorch_fallback_aten_ops"), SOFTMAX, "cuda", "cuda", "not_accepted", REJECTED, frozenset({"forbidden_torch_op"}),
          "torch.ops.aten._softmax on the GPU"),
-    # The engine never imports the problem in the candidate's process (the reference runs in another
-    # one), so this finds nothing and falls back to an unwritten tensor: wrong, with no op to flag.
+    # The candidate's job runs the problem's code only to draw weights and inputs, before the candidate
+    # loads, then drops the module from sys.modules (the reference outputs come from another process),
+    # so this finds nothing and falls back to an unwritten tensor: wrong, with no op to flag.
     Case(_c("exploit_py_calls_reference_model"), SOFTMAX, "cpp", "cpu", "not_accepted", WRONG, NONE,
          "looks for the harness's problem module in sys.modules to run the reference forward"),
     Case(_c("exploit_py_calls_reference_model"), SOFTMAX, "cuda", "cuda", "not_accepted", WRONG, NONE,

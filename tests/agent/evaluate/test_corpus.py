@@ -53,8 +53,10 @@ def test_the_engine_judges_the_corpus_candidate_as_expected(case, evaluators):
     config = CONFIG[case.device]
     config = dataclasses.replace(config, backend=case.backend)
     verdict = evaluators(case.device).evaluate(problem, candidate, config)
-    summary = f"{verdict.status.value}: {verdict.message[:600]} flags={verdict.flag_names()}"
-    print(f"\nVERDICT {_id(case)} expect={case.expect} -> {summary[:400]}")  # visible with -s, as it happens
+    message = verdict.message if len(verdict.message) < 900 else verdict.message[:300] + " ... " + verdict.message[-600:]
+    summary = f"{verdict.status.value}: {message} flags={verdict.flag_names()}"
+    seconds = " ".join(f"{k}={v:.2f}" for k, v in verdict.seconds.items())
+    print(f"\nVERDICT {_id(case)} expect={case.expect} -> {summary} [{seconds}]")  # visible with -s, as it happens
     if case.expect == "accepted":
         assert verdict.accepted, summary
         assert verdict.correct and verdict.timing is not None and verdict.timing.candidate_ms > 0

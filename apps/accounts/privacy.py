@@ -1,0 +1,22 @@
+"""Who may see what: everything a user makes is private to them and to staff unless it is shared.
+Pages, websockets and downloads all ask here, so the rule lives in one place."""
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import models
+from django.db.models import Q
+
+
+class OwnedQuerySet(models.QuerySet):
+    def visible_to(self, user: AbstractBaseUser | AnonymousUser) -> OwnedQuerySet:
+        if not user.is_authenticated:
+            return self.none()
+        if user.is_staff:
+            return self
+        return self.filter(Q(owner=user) | Q(shared=True))
+
+    def owned_by(self, user: AbstractBaseUser | AnonymousUser) -> OwnedQuerySet:
+        """What the user may change: their own things (staff: everything)."""
+        if not user.is_authenticated:
+            return self.none()
+        return self if user.is_staff else self.filter(owner=user)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class KernelsConfig(AppConfig):
+    name = "apps.kernels"
+    label = "kernels"

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+from apps.accounts.privacy import OwnedQuerySet
+
+
+class Kernel(models.Model):
+    """An accepted candidate with its provenance: what it solves, who and what made it, the evidence."""
+
+    candidate = models.OneToOneField("runs.Candidate", on_delete=models.PROTECT, related_name="kernel")
+    problem = models.ForeignKey("problems.Problem", on_delete=models.CASCADE, related_name="kernels")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="kernels")
+    name = models.CharField(max_length=200)
+    source = models.TextField()
+    source_hash = models.CharField(max_length=64, db_index=True)
+    problem_hash = models.CharField(max_length=64, db_index=True)
+    backend = models.CharField(max_length=20)
+    device = models.CharField(max_length=20)
+    # Who and what produced it: the user, the policy ("user" for a hand-written kernel), the model.
+    produced_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    policy = models.CharField(max_length=100)
+    model_name = models.CharField(max_length=200, blank=True, default="")
+    trajectory = models.JSONField(default=list, help_text="the run's events up to acceptance")
+    toolchain = models.JSONField(default=dict)
+    hardware = models.JSONField(default=dict)
+    verification = models.JSONField(default=dict, help_text="trials, flags, weights, stage")
+    timing = models.JSONField(default=dict)
+    speedup_vs_eager = models.FloatField(null=True, blank=True)
+    speedup_vs_compile = models.FloatField(null=True, blank=True)
+    shared = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    verified_at = models.DateTimeField()
+
+    objects = OwnedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("kernels:detail", args=[self.pk])

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+from apps.accounts.privacy import OwnedQuerySet
+
+
+class Problem(models.Model):
+    """An uploaded module in KernelBench's format. Untrusted: the web process only parses it."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="problems")
+    name = models.CharField(max_length=200)
+    source = models.TextField()
+    source_hash = models.CharField(max_length=64, db_index=True, help_text="sha256 of the UTF-8 source")
+    # The names the module uses (the upload form can map others onto Model/get_inputs/get_init_inputs).
+    model_name = models.CharField(max_length=100, default="Model")
+    get_inputs_name = models.CharField(max_length=100, default="get_inputs")
+    get_init_inputs_name = models.CharField(max_length=100, default="get_init_inputs")
+    validation = models.JSONField(default=dict, help_text="agent.validation's report (AST only)")
+    # Set when a run found the module failing in the sandbox (import crash, hang): shown on its page.
+    runtime_error = models.TextField(blank=True, default="")
+    shared = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = OwnedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("problems:detail", args=[self.pk])

@@ -1,0 +1,27 @@
+"""Celery tasks: the upload's sandboxed check of a problem module, on the `build` queue (CPU workers).
+The web process never imports the engine; it waits here for the worker's answer (see services.py)."""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import shared_task
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(ignore_result=False, acks_late=False)
+def check_problem(source: str, names: list[str], seconds: float) -> dict[str, Any]:
+    """Import and run the problem once in this worker's sandbox: {"ok": True, "header": ...} with what the
+    run learnt, or {"ok": False, "error": ...} saying why the problem is refused. Never raises for a bad problem."""
+    from agent.evaluate import ProblemError, ProblemNames
+    from apps.runs.steps import evaluator
+
+    try:
+        header = evaluator().check_problem(source, ProblemNames(*names), seconds=seconds)
+    except ProblemError as exc:
+        return {"ok": False, "error": str(exc)}
+    except Exception as exc:  # our bug or a broken sandbox: say so rather than blame the module
+        log.exception("checking a problem failed")
+        return {"ok": False, "internal": True, "error": f"{type(exc).__name__}: {exc}"}
+    return {"ok": True, "header": header}

@@ -1,0 +1,37 @@
+"""`python manage.py serve`: the studio over daphne; in the embedded default also the Celery worker,
+as threads of this same process on the in-memory broker (nothing else to start)."""
+from __future__ import annotations
+
+import threading
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+
+
+class Command(BaseCommand):
+    help = "Serve Kernel Studio (daphne); with no REDIS_URL, run the worker in this process too."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+
+    def handle(self, *args: object, host: str, port: int, **options: object) -> None:
+        if settings.EMBEDDED:
+            start_embedded_worker()
+            self.stdout.write("embedded worker started (queues build, gpu, agent; in-memory broker)")
+        from daphne.cli import CommandLineInterface
+
+        self.stdout.write(f"Kernel Studio on http://{host}:{port}/")
+        CommandLineInterface().run(["-b", host, "-p", str(port), "studio.asgi:application"])
+
+
+def start_embedded_worker() -> threading.Thread:
+    from studio.celery import app
+
+    # Threads, not forked children: the in-memory broker lives in this process, and nothing may fork
+    # a process that could later touch CUDA. The sandbox does the isolation.
+    worker = app.WorkController(pool_cls="threads", concurrency=settings.KSTUDIO_EMBEDDED_WORKER_THREADS,
+                                queues=["build", "gpu", "agent"], hostname="embedded@localhost", loglevel="INFO")
+    thread = threading.Thread(target=worker.start, name="embedded-celery-worker", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The engine's GPU acceptance runs, one stage per device call (each fits the 10-minute call limit):
+#   corpus    prebuild every load_inline candidate in parallel, then the whole GPU corpus (test_corpus -k cuda-)
+#   fidelity  benchmarks/timing_fidelity.py (5 evaluations per case + triton do_bench)
+#   latency   benchmarks/turn_latency.py --device cuda --naive
+# Usage on the GPU box: OUT=/some/dir bash benchmarks/gpu_acceptance.sh corpus fidelity
+set -u
+export PYTHONPATH=$PWD KSTUDIO_CACHE_DIR=${KSTUDIO_CACHE_DIR:-/root/kscache}
+OUT=${OUT:-/tmp/gpu_acceptance}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+python3 -c "import torch, sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0])" | tee -a "$OUT/gpu.txt"
+for stage in "$@"; do
+  started=$(date +%s)
+  case "$stage" in
+    corpus)
+      grep -l load_inline tests/corpus/candidates/*.py | xargs -P 14 -n 1 python3 -m agent build --device cuda > "$OUT/prebuild.log" 2>&1
+      echo "prebuild: $(( $(date +%s) - started )) s"
+      python3 -m pytest tests/agent/evaluate/test_corpus.py -k cuda- -v -s -p no:cacheprovider --timeout 180 --durations=0 \
+        > "$OUT/corpus.log" 2>&1
+      grep -E "^VERDICT|PASSED|FAILED|ERROR|passed|failed" "$OUT/corpus.log" | grep -v "^tests.*PASSED$" | tail -60
+      grep -E "passed|failed" "$OUT/corpus.log" | tail -1
+      ;;
+    fidelity)
+      python3 benchmarks/timing_fidelity.py --repeats 5 --json "$OUT/fidelity.json" 2>&1 | tee "$OUT/fidelity.log" | tail -12
+      ;;
+    latency)
+      python3 benchmarks/turn_latency.py --device cuda --naive --repeats 5 --json "$OUT/latency.json" 2>&1 \
+        | tee "$OUT/latency.log" | tail -12
+      ;;
+    *) echo "unknown stage $stage"; exit 2 ;;
+  esac
+  echo "stage $stage: $(( $(date +%s) - started )) s"
+done

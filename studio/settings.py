@@ -1,0 +1,181 @@
+"""Every setting comes from the environment, here and only here, through typed helpers that fail
+loudly (django-environ raises ImproperlyConfigured on a malformed value).
+
+With no variables set the studio is *embedded*: SQLite in WAL mode, an in-process Celery worker on an
+in-memory broker, an in-memory channel layer, all in the one process `make run` starts. DATABASE_URL
+switches to Postgres (psycopg 3 with a connection pool); REDIS_URL switches the broker, the cache and the
+channel layer to Redis, with workers started separately (README: production layout)."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env")  # optional; real environment variables win
+
+DEBUG = env.bool("DEBUG", default=False)
+# The embedded default needs a key too; one derived per checkout is stable across restarts and never
+# leaves this machine. Any shared deployment sets SECRET_KEY.
+SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    _key_file = BASE_DIR / "var" / "secret_key"
+    _key_file.parent.mkdir(parents=True, exist_ok=True)
+    if not _key_file.exists():
+        import secrets
+
+        _key_file.write_text(secrets.token_urlsafe(50))
+    SECRET_KEY = _key_file.read_text().strip()
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "channels",
+    "apps.accounts",
+    "apps.problems",
+    "apps.runs",
+    "apps.kernels",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "studio.urls"
+TEMPLATES = [{
+    "BACKEND": "django.template.backends.django.DjangoTemplates",
+    "DIRS": [BASE_DIR / "templates"],
+    "APP_DIRS": True,
+    "OPTIONS": {"context_processors": [
+        "django.template.context_processors.request",
+        "django.contrib.auth.context_processors.auth",
+        "django.contrib.messages.context_processors.messages",
+        "apps.accounts.context.studio",
+    ]},
+}]
+WSGI_APPLICATION = None
+ASGI_APPLICATION = "studio.asgi.application"
+
+# --- database -------------------------------------------------------------------------------------
+DATABASE_URL = env.str("DATABASE_URL", default="")
+if DATABASE_URL:
+    if not DATABASE_URL.startswith(("postgres://", "postgresql://")):
+        raise ImproperlyConfigured(f"DATABASE_URL must be a postgres:// URL, not {DATABASE_URL!r}; unset it for the embedded SQLite database")
+    _db = env.db_url("DATABASE_URL")
+    _db["ENGINE"] = "django.db.backends.postgresql"
+    # psycopg 3's pool: connections are reused across requests and tasks instead of opened per request.
+    _db["OPTIONS"] = {"pool": {"min_size": env.int("DB_POOL_MIN", default=1), "max_size": env.int("DB_POOL_MAX", default=10)}}
+    _db["CONN_MAX_AGE"] = 0  # the pool owns connection lifetimes; Django requires 0 with a pool
+    DATABASES = {"default": _db}
+else:
+    DATABASES = {"default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(env.path("SQLITE_PATH", default=str(BASE_DIR / "var" / "studio.sqlite3"))),
+        # WAL lets the web threads read while the worker thread writes; IMMEDIATE takes the write lock
+        # at BEGIN so two writers queue instead of failing half-way with "database is locked".
+        "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                    "transaction_mode": "IMMEDIATE", "timeout": 30},
+    }}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: broker, cache, channel layer ------------------------------------------------------------
+REDIS_URL = env.str("REDIS_URL", default="")
+EMBEDDED = not REDIS_URL
+if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://")):
+    raise ImproperlyConfigured(f"REDIS_URL must be a redis:// URL, not {REDIS_URL!r}; unset it for the embedded in-memory broker")
+
+if EMBEDDED:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CELERY_BROKER_URL = "memory://"
+    CELERY_RESULT_BACKEND = "cache+memory://"  # the worker is threads of this process (an upload waits on its check)
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                                  "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("CHANNELS_PREFIX", default="kstudio")}}}
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_RESULT_BACKEND = REDIS_URL
+
+# --- Celery ----------------------------------------------------------------------------------------
+CELERY_TASK_IGNORE_RESULT = True  # state lives in the database; only an upload's check returns a result
+CELERY_RESULT_EXPIRES = 3600
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "build"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A message a dead worker had taken comes back after this long; it must exceed the longest step.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --- the studio's own knobs -------------------------------------------------------------------------
+# Where candidates run. Never asked of torch.cuda here: initialising CUDA in the web process or a Celery
+# parent would break forked children, so the presence of nvidia-smi stands in for a GPU.
+KSTUDIO_DEVICE = env.str("KSTUDIO_DEVICE", default="cuda" if shutil.which("nvidia-smi") else "cpu")
+if KSTUDIO_DEVICE not in ("cpu", "cuda"):
+    raise ImproperlyConfigured(f"KSTUDIO_DEVICE must be cpu or cuda, not {KSTUDIO_DEVICE!r}")
+KSTUDIO_COMPILE_BASELINE = env.bool("KSTUDIO_COMPILE_BASELINE", default=True)
+KSTUDIO_EVAL_ITERATIONS = env.int("KSTUDIO_EVAL_ITERATIONS", default=50)
+KSTUDIO_CANDIDATE_WALL_SECONDS = env.int("KSTUDIO_CANDIDATE_WALL_SECONDS", default=300)
+KSTUDIO_BUILD_SECONDS = env.int("KSTUDIO_BUILD_SECONDS", default=600)
+# The user's own problem, run by the reference's job in every evaluation: generous, but a problem
+# that starts hanging after it passed its upload check must not hold a GPU worker for long.
+KSTUDIO_REFERENCE_WALL_SECONDS = env.int("KSTUDIO_REFERENCE_WALL_SECONDS", default=300)
+KSTUDIO_CACHE_DIR = env.str("KSTUDIO_CACHE_DIR", default="")  # empty: the engine's default
+# A step claimed by a worker that then vanished is taken over after this long (see apps/runs/steps.py).
+KSTUDIO_STEP_LEASE_SECONDS = env.int("KSTUDIO_STEP_LEASE_SECONDS", default=1800)
+# An uploaded problem is imported and run once in a worker's sandbox; longer than this and it is refused.
+KSTUDIO_PROBLEM_CHECK_SECONDS = env.int("KSTUDIO_PROBLEM_CHECK_SECONDS", default=60)
+KSTUDIO_MAX_UPLOAD_BYTES = env.int("KSTUDIO_MAX_UPLOAD_BYTES", default=1_000_000)
+KSTUDIO_SIGNUP_OPEN = env.bool("KSTUDIO_SIGNUP_OPEN", default=False)
+# The embedded worker's threads (one process does everything in the embedded default).
+KSTUDIO_EMBEDDED_WORKER_THREADS = env.int("KSTUDIO_EMBEDDED_WORKER_THREADS", default=2)
+DATA_UPLOAD_MAX_MEMORY_SIZE = KSTUDIO_MAX_UPLOAD_BYTES * 3  # room for a problem pasted and uploaded at once
+
+# --- auth, static, the rest ---------------------------------------------------------------------------
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "problems:list"
+LOGOUT_REDIRECT_URL = "login"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env.str("TIME_ZONE", default="UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = str(env.path("STATIC_ROOT", default=str(BASE_DIR / "var" / "staticfiles")))
+# static/ holds our JS/CSS; static/vendor/ (gitignored) holds Monaco's min/vs copied from node_modules.
+STATICFILES_DIRS = [BASE_DIR / "static"]
+Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing one before collectstatic
+# Serve straight from the source folders too, so a checkout works before collectstatic has run.
+WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=True)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}

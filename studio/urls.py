@@ -1,0 +1,12 @@
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="problems:list", permanent=False)),
+    path("admin/", admin.site.urls),
+    path("accounts/", include("apps.accounts.urls")),
+    path("problems/", include("apps.problems.urls")),
+    path("runs/", include("apps.runs.urls")),
+    path("kernels/", include("apps.kernels.urls")),
+]

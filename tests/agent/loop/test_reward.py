@@ -1,0 +1,22 @@
+from agent.loop import reward
+
+
+def _summary(status="accepted", eager=None, compiled=None):
+    return {"status": status, "speedup_vs_eager": eager, "speedup_vs_compile": compiled}
+
+
+def test_it_gives_nothing_for_a_turn_without_an_evaluation():
+    assert reward(None) == 0.0
+
+
+def test_it_gates_the_reward_on_acceptance():
+    for status in ("incorrect", "build_error", "runtime_error", "timeout", "rejected"):
+        assert reward(_summary(status, eager=10.0, compiled=10.0)) == -1.0
+
+
+def test_it_rewards_milestones_for_beating_eager_and_torch_compile_by_a_margin():
+    assert reward(_summary(eager=None)) == 1.0
+    assert reward(_summary(eager=1.02, compiled=2.0)) == 1.0
+    assert reward(_summary(eager=1.5, compiled=None)) == 2.0
+    assert reward(_summary(eager=1.5, compiled=1.01)) == 2.0
+    assert reward(_summary(eager=1.5, compiled=1.2)) == 3.0

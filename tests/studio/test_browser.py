@@ -1,0 +1,121 @@
+"""The whole flow in headless Chromium: log in, upload a module, submit a candidate, watch the run
+stream live over the websocket, find the kernel in the library. daphne and a Celery worker run as
+separate processes on the test database (Postgres) and Redis, as in production."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from tests.apps.cast import GOOD_CANDIDATE, PROBLEM
+from tests.apps.cast import owner  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def studio_url():
+    if connection.vendor != "postgresql" or settings.EMBEDDED:
+        pytest.skip("needs DATABASE_URL (Postgres) and REDIS_URL (make test sets both)")
+    if not (shutil.which("chromium") and shutil.which("chromedriver")):
+        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
+    import redis
+
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    db = connection.settings_dict
+    env = {**os.environ, "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+           "KSTUDIO_DEVICE": "cpu", "KSTUDIO_COMPILE_BASELINE": "false", "KSTUDIO_EVAL_ITERATIONS": "10"}
+    port = _free_port()
+    procs = [subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "studio.asgi:application"],
+                              cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+             subprocess.Popen([sys.executable, "-m", "celery", "-A", "studio", "worker", "-Q", "build,gpu", "--pool=solo",
+                               "-n", "browser@%h"], cwd=ROOT, env=env, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}"
+    for proc in procs:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.fixture
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")), options=options)
+    driver.implicitly_wait(5)
+    yield driver
+    driver.quit()
+
+
+def test_it_takes_a_user_from_upload_to_a_kernel_in_the_library(studio_url, browser, owner):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 120)
+    browser.get(studio_url + "/accounts/login/")
+    browser.find_element(By.NAME, "username").send_keys("owner")
+    browser.find_element(By.NAME, "password").send_keys("owner-pass-123")
+    browser.find_element(By.ID, "login-button").click()
+    wait.until(ec.url_contains("/problems/"))
+
+    # A bad upload first: the error is shown next to the code, with its line, and nothing is created.
+    browser.get(studio_url + "/problems/new/")
+    if (ROOT / "static" / "vendor" / "monaco" / "vs" / "loader.js").exists():
+        wait.until(ec.presence_of_element_located((By.CSS_SELECTOR, ".editor.ready")))  # Monaco, from our own origin
+    bad = ROOT / "var" / "bad_problem.py"
+    bad.parent.mkdir(exist_ok=True)
+    bad.write_text("import torch\ndef get_inputs(:\n    return []\n")
+    browser.find_element(By.NAME, "file").send_keys(str(bad))
+    browser.find_element(By.ID, "upload-button").click()
+    assert "syntax error" in wait.until(ec.presence_of_element_located((By.ID, "upload-error"))).text + \
+        browser.find_element(By.ID, "issues").text
+    assert "line 2" in browser.find_element(By.ID, "issues").text
+
+    browser.get(studio_url + "/problems/new/")
+    browser.find_element(By.NAME, "file").send_keys(str(PROBLEM))
+    browser.find_element(By.ID, "upload-button").click()
+    wait.until(ec.presence_of_element_located((By.ID, "candidate-form")))
+    browser.find_element(By.CSS_SELECTOR, "#candidate-form input[name=file]").send_keys(str(GOOD_CANDIDATE))
+    browser.find_element(By.ID, "start-button").click()
+
+    # The run page streams: build, verification, timing, then the saved kernel, live.
+    link = wait.until(ec.presence_of_element_located((By.ID, "kernel-saved")))
+    assert browser.find_element(By.ID, "run-status").text == "finished"
+    assert browser.find_elements(By.CSS_SELECTOR, "#events li.event-build")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#timing tr")) == 2
+    assert browser.find_element(By.ID, "best-speedup").text.endswith("x")
+    seqs = [int(li.get_attribute("data-seq")) for li in browser.find_elements(By.CSS_SELECTOR, "#events li")]
+    assert seqs == list(range(1, len(seqs) + 1))
+    link.click()
+    wait.until(ec.presence_of_element_located((By.ID, "download")))
+    browser.get(studio_url + "/kernels/")
+    assert "elementwise_silu_bias.py" in browser.find_element(By.ID, "kernels").text
