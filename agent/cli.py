@@ -1,5 +1,7 @@
 """`python -m agent evaluate PROBLEM.py CANDIDATE.py --device cpu|cuda [--backend B] [--json]`
-`python -m agent optimize PROBLEM.py --policy scripted-demo|openai [--model M --base-url URL] [--json]`
+`python -m agent optimize PROBLEM.py --policy scripted-demo|openai|transformers [--model M --base-url URL] [--json]
+    [--trajectory RUNS.jsonl]`
+`python -m agent export RUNS.jsonl --out DIR` (trajectory records to a Hugging Face datasets dataset)
 
 With --json, stdout carries exactly one JSON document (the verdict; for optimize, the run's outcome
 with its best verdict); everything else goes to stderr.
@@ -15,7 +17,7 @@ import sys
 from pathlib import Path
 
 from agent.evaluate import EvalConfig, Evaluator, ProblemError
-from agent.policies.base import Policy
+from agent.policies.base import Policy, PolicyError
 from agent.policies.scripted import ScriptedPolicy
 from agent.verdict import Verdict
 
@@ -43,23 +45,41 @@ def _parser() -> argparse.ArgumentParser:
     bd.add_argument("--cache-dir", type=Path, default=None, help="build cache (default: $KSTUDIO_CACHE_DIR or .cache/kstudio)")
     op = sub.add_parser("optimize", help="let the agent write, test and improve kernels for a problem over many turns")
     op.add_argument("problem", type=Path, help="KernelBench-format problem: Model, get_inputs, get_init_inputs")
-    op.add_argument("--policy", choices=("scripted-demo", "openai"), default="scripted-demo",
-                    help="scripted-demo: replay candidate files (no model); openai: any OpenAI-compatible endpoint")
+    op.add_argument("--policy", choices=("scripted-demo", "openai", "transformers"), default="scripted-demo",
+                    help="scripted-demo: replay candidate files (no model); openai: any OpenAI-compatible endpoint "
+                         "(vLLM, transformers serve); transformers: a local checkpoint run in this process")
     op.add_argument("--script", type=Path, nargs="+", default=None,
                     help="scripted-demo: candidate files to write in order, then benchmark and submit "
                          "(default: the corpus's demo for elementwise_silu_bias)")
     op.add_argument("--base-url", default="http://127.0.0.1:8001/v1", help="openai: the endpoint's base URL")
-    op.add_argument("--model", default=None, help="openai: the model name the endpoint serves")
+    op.add_argument("--model", default=None,
+                    help="openai: the model name the endpoint serves; transformers: the checkpoint directory "
+                         "(config.json, weights, a tokenizer with a chat template)")
     op.add_argument("--api-key-env", default="OPENAI_API_KEY", help="openai: environment variable holding the API key")
-    op.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    op.add_argument("--max-turns", type=int, default=30)
-    op.add_argument("--max-tokens", type=int, default=None)
-    op.add_argument("--max-wall-seconds", type=float, default=None)
-    op.add_argument("--max-gpu-seconds", type=float, default=None)
+    op.add_argument("--temperature", type=float, default=0.2,
+                    help="openai, transformers: sampling temperature (transformers: 0 decodes greedily)")
+    op.add_argument("--max-new-tokens", type=int, default=4096,
+                    help="openai, transformers: the longest completion of one model turn")
+    op.add_argument("--top-p", type=float, default=0.95, help="transformers: nucleus sampling's probability mass")
+    op.add_argument("--seed", type=int, default=None,
+                    help="transformers: seed for sampling, for a reproducible run (turn i uses seed + i)")
+    op.add_argument("--model-device", default=None,
+                    help="transformers: where the model runs, e.g. cuda:1 (default: --device)")
+    op.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where candidates are built and timed")
+    op.add_argument("--max-turns", type=int, default=30, help="budget: model turns")
+    op.add_argument("--max-tokens", type=int, default=None, help="budget: prompt plus completion tokens over the run")
+    op.add_argument("--max-wall-seconds", type=float, default=None, help="budget: seconds spent in model calls and tools")
+    op.add_argument("--max-gpu-seconds", type=float, default=None, help="budget: seconds evaluations held the device")
     op.add_argument("--no-compile-baseline", action="store_true", help="skip the torch.compile baseline")
-    op.add_argument("--trajectory", type=Path, default=None, help="write the run's training record (JSON) here")
+    op.add_argument("--trajectory", type=Path, default=None,
+                    help="append the run's training record to this JSON lines file (one run a line; "
+                         "`export` turns the file into a dataset)")
     op.add_argument("--json", action="store_true", help="print exactly one JSON document on stdout")
     op.add_argument("--cache-dir", type=Path, default=None, help="build cache (default: $KSTUDIO_CACHE_DIR or .cache/kstudio)")
+    ex = sub.add_parser("export", help="turn trajectory records (JSON lines) into a Hugging Face datasets dataset")
+    ex.add_argument("trajectories", type=Path, help="JSON lines of trajectory records, as optimize --trajectory writes")
+    ex.add_argument("--out", type=Path, required=True,
+                    help="directory to write the dataset to (save_to_disk; read it with datasets.load_from_disk)")
     return parser
 
 
@@ -131,13 +151,35 @@ def _policy(args: argparse.Namespace) -> Policy:
         if missing:
             raise SystemExit(_fail(f"scripted-demo: no candidate file {', '.join(missing)}; pass --script FILE..."))
         return ScriptedPolicy(script_of_files(paths))
+    if args.policy == "transformers":
+        return _transformers_policy(args)
     if not args.model:
         raise SystemExit(_fail("--policy openai needs --model (the name the endpoint serves)"))
     try:
         from agent.policies.openai_compat import OpenAIPolicy
     except ImportError as exc:
         raise SystemExit(_fail(f"the OpenAI-compatible policy is not available ({exc})"))
-    return OpenAIPolicy(args.base_url, args.model, os.environ.get(args.api_key_env, "EMPTY"))
+    try:
+        return OpenAIPolicy(args.base_url, args.model, os.environ.get(args.api_key_env, "EMPTY"),
+                            temperature=args.temperature, max_tokens=args.max_new_tokens)
+    except ValueError as exc:
+        raise SystemExit(_fail(str(exc)))
+
+
+def _transformers_policy(args: argparse.Namespace) -> Policy:
+    if not args.model:
+        raise SystemExit(_fail("--policy transformers needs --model (the checkpoint directory)"))
+    try:
+        from agent.policies.transformers_local import TransformersPolicy
+    except ImportError as exc:
+        raise SystemExit(_fail(f"the transformers policy needs transformers (pip install -e '.[agent]'): {exc}"))
+    try:
+        policy = TransformersPolicy(args.model, device=args.model_device or args.device, temperature=args.temperature,
+                                    top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed)
+        policy.load()  # a checkpoint we cannot use is bad input, found before any evaluation starts
+    except (PolicyError, ValueError) as exc:
+        raise SystemExit(_fail(str(exc)))
+    return policy
 
 
 def optimize_command(args: argparse.Namespace) -> int:
@@ -175,7 +217,9 @@ def optimize_command(args: argparse.Namespace) -> int:
     if state.status == loop.FAILED and state.stop_reason.startswith("the problem failed"):
         return _fail(state.stop_reason)
     if args.trajectory:
-        args.trajectory.write_text(json.dumps(to_record(state)))
+        from agent.export import write_jsonl
+
+        write_jsonl([to_record(state)], args.trajectory, append=True)
     best = state.best_verdict()
     outcome = {"status": state.status, "stop_reason": state.stop_reason, "policy": state.policy, "turns": state.turn,
                "prompt_tokens": state.prompt_tokens, "completion_tokens": state.completion_tokens,
@@ -192,6 +236,22 @@ def optimize_command(args: argparse.Namespace) -> int:
     return 0 if best is not None else 1
 
 
+def export_command(args: argparse.Namespace) -> int:
+    from agent.export import read_jsonl, save
+
+    try:
+        records = read_jsonl(args.trajectories)
+        if not records:
+            return _fail(f"{args.trajectories} holds no trajectory records")
+        dataset = save(records, args.out)
+    except OSError as exc:
+        return _fail(f"cannot read {args.trajectories} or write {args.out}: {exc}")
+    except ValueError as exc:  # a line that is not JSON, a record that is not a trajectory
+        return _fail(str(exc))
+    print(f"wrote {dataset.num_rows} trajectories to {args.out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "evaluate":
@@ -200,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         return build_command(args)
     if args.command == "optimize":
         return optimize_command(args)
+    if args.command == "export":
+        return export_command(args)
     return 2
 
 

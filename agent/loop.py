@@ -21,7 +21,7 @@ from typing import Any
 
 from agent.evaluate import ProblemError
 from agent.policies.base import Policy, PolicyError, PolicyTurn, ToolCall
-from agent.tools import Toolbox, list_skills, verdict_summary
+from agent.tools import Toolbox, ToolOutcome, list_skills, tool_schemas, verdict_summary
 from agent.validation import validate_problem
 from agent.verdict import Status, Verdict
 
@@ -90,6 +90,10 @@ class AgentState:
     best: dict[str, Any] | None = None
     """The fastest accepted candidate: {turn, source, summary, verdict (the whole verdict)}."""
     turns: list[TurnRecord] = field(default_factory=list)
+    pending: list[dict[str, str]] = field(default_factory=list)
+    """Tool calls of the open turn not yet run ({id, name, arguments}): think() fills it, act() drains it."""
+    open_turn: TurnRecord | None = None
+    """The turn in progress between think() and its last act()."""
     status: str = RUNNING
     stop_reason: str = ""
     version: int = STATE_VERSION
@@ -117,6 +121,8 @@ class AgentState:
         if data.get("version") != STATE_VERSION:
             raise ValueError(f"agent state version {data.get('version')!r} is not {STATE_VERSION}")
         data["turns"] = [TurnRecord(**t) for t in data.get("turns", [])]
+        if data.get("open_turn") is not None:
+            data["open_turn"] = TurnRecord(**data["open_turn"])
         return cls(**data)
 
     @classmethod
@@ -124,23 +130,42 @@ class AgentState:
         return cls.from_dict(json.loads(text))
 
 
-def start(problem_source: str, toolbox: Toolbox, instructions: str = "") -> AgentState:
-    """A fresh run on one problem: the system prompt, the first user message, the tools. Raises
-    ProblemError for a problem that is not in KernelBench's format (nothing a model could fix)."""
+def start(problem_source: str, toolbox: Toolbox | None = None, instructions: str = "",
+          device: str | None = None) -> AgentState:
+    """A fresh run on one problem: the system prompt, the first user message, the tools. The device
+    comes from `toolbox`, or from `device` where no toolbox exists yet (the studio starts a run on a
+    worker that only talks to the model). Raises ProblemError for a problem that is not in
+    KernelBench's format (nothing a model could fix)."""
+    device = device or (toolbox.device if toolbox is not None else None)
+    if device not in _BACKENDS:
+        raise ValueError(f"start() needs a toolbox or device 'cpu' or 'cuda', not {device!r}")
     report = validate_problem(problem_source)
     if not report.ok:
         raise ProblemError("the problem is invalid: " + "; ".join(i.message for i in report.errors()))
-    messages = [{"role": "system", "content": system_prompt(problem_source, toolbox.device, list_skills())},
+    messages = [{"role": "system", "content": system_prompt(problem_source, device, list_skills())},
                 {"role": "user", "content": instructions or
                  "Write a faster ModelNew for the problem above. Start with a correct kernel, then make it fast."}]
-    return AgentState(problem_source=problem_source, device=toolbox.device, messages=messages, tools=toolbox.schemas())
+    return AgentState(problem_source=problem_source, device=device, messages=messages, tools=tool_schemas())
 
 
 def step(state: AgentState, policy: Policy, toolbox: Toolbox, budgets: Budgets,
          on_text: Callable[[str], None] | None = None) -> AgentState:
     """One model turn and the tool calls it made. Mutates and returns `state`."""
+    think(state, policy, budgets, on_text)
+    while state.pending:
+        act(state, toolbox, budgets)
+    return state
+
+
+def think(state: AgentState, policy: Policy, budgets: Budgets,
+          on_text: Callable[[str], None] | None = None) -> AgentState:
+    """The model's half of a turn: ask the policy, record its message, queue its tool calls in
+    `state.pending` for act(). The studio runs this on the agent queue (I/O bound) and each act() on
+    a GPU worker, so a slow model never holds a GPU."""
     if state.done:
         return state
+    if state.pending:
+        raise RuntimeError("think() called with tool calls still pending; run act() until state.pending is empty")
     reason = exhausted(state, budgets)
     if reason:
         return _stop(state, STOPPED, reason)
@@ -155,25 +180,51 @@ def step(state: AgentState, policy: Policy, toolbox: Toolbox, budgets: Budgets,
     state.prompt_tokens += prompt_tokens
     state.completion_tokens += completion_tokens
     state.messages.append(turn.as_message())
-    record = TurnRecord(turn=state.turn, tools=[c.name for c in turn.tool_calls], verdicts=[], reward=0.0,
-                        prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, seconds=0.0)
+    state.open_turn = TurnRecord(turn=state.turn, tools=[c.name for c in turn.tool_calls], verdicts=[], reward=0.0,
+                                 prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                                 seconds=time.monotonic() - started)
+    state.pending = [dataclasses.asdict(c) for c in turn.tool_calls]
     if not turn.tool_calls:
         state.messages.append({"role": "user", "content": NO_TOOL_CALL})
+        _close_turn(state, budgets)
+    return state
+
+
+def act(state: AgentState, toolbox: Toolbox, budgets: Budgets) -> ToolOutcome | None:
+    """Run the open turn's next pending tool call; close the turn after its last one. Returns the
+    call's outcome (None when nothing was pending). Mutates `state`."""
+    if not state.pending:
+        return None
+    assert state.open_turn is not None, "pending tool calls without an open turn"
+    started = time.monotonic()
+    call = ToolCall(**state.pending.pop(0))
+    outcome: ToolOutcome | None = None
     try:
-        for call in turn.tool_calls:
-            _run_tool(state, toolbox, call, record)
+        outcome = _run_tool(state, toolbox, call, state.open_turn)
     except ProblemError as exc:
         # The problem's own code failed: nothing the model can fix.
         _stop(state, FAILED, f"the problem failed: {exc}")
-    record.seconds = time.monotonic() - started
+        # Answer the remaining calls too, so the conversation stays well-formed.
+        for rest in [call] + [ToolCall(**c) for c in state.pending]:
+            state.messages.append({"role": "tool", "tool_call_id": rest.id, "content": "not run: the problem failed"})
+        state.pending = []
+    state.open_turn.seconds += time.monotonic() - started
+    if not state.pending:
+        _close_turn(state, budgets)
+    return outcome
+
+
+def _close_turn(state: AgentState, budgets: Budgets) -> None:
+    record = state.open_turn
+    assert record is not None
     state.turns.append(record)
+    state.open_turn = None
     state.turn += 1
     state.wall_seconds += record.seconds
     if not state.done:
         reason = exhausted(state, budgets)
         if reason:
             _stop(state, STOPPED, reason)
-    return state
 
 
 def run(state: AgentState, policy: Policy, toolbox: Toolbox, budgets: Budgets,
@@ -191,8 +242,23 @@ def run(state: AgentState, policy: Policy, toolbox: Toolbox, budgets: Budgets,
     return state
 
 
+def fail(state: AgentState, reason: str) -> AgentState:
+    """End the run as failed for a reason outside the model's control (e.g. its endpoint is misconfigured)."""
+    return state if state.done else _stop(state, FAILED, reason)
+
+
 def cancel(state: AgentState, reason: str = "cancelled by the user") -> AgentState:
-    return state if state.done else _stop(state, CANCELLED, reason)
+    if state.done:
+        return state
+    # A turn cut between think() and act(): answer its calls so the conversation stays well-formed.
+    for pending in state.pending:
+        state.messages.append({"role": "tool", "tool_call_id": pending["id"], "content": "not run: the run was cancelled"})
+    state.pending = []
+    if state.open_turn is not None:
+        state.turns.append(state.open_turn)
+        state.open_turn = None
+        state.turn += 1
+    return _stop(state, CANCELLED, reason)
 
 
 def exhausted(state: AgentState, budgets: Budgets) -> str:
@@ -225,11 +291,11 @@ def reward(summary: dict[str, Any] | None) -> float:
 
 # ---------------------------------------------------------------------------------- internals
 
-def _run_tool(state: AgentState, toolbox: Toolbox, call: ToolCall, record: TurnRecord) -> None:
+def _run_tool(state: AgentState, toolbox: Toolbox, call: ToolCall, record: TurnRecord) -> ToolOutcome | None:
     if state.done:
         # Every tool call needs an answer in the chat format, even after submit ended the run.
         state.messages.append({"role": "tool", "tool_call_id": call.id, "content": "not run: the run is over"})
-        return
+        return None
     outcome = toolbox.call(state, call)
     state.messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.content})
     record.errors += outcome.error
@@ -237,6 +303,7 @@ def _run_tool(state: AgentState, toolbox: Toolbox, call: ToolCall, record: TurnR
         _observe(state, outcome.verdict, outcome.source or "", record)
     if outcome.submitted:
         _stop(state, SUBMITTED, f"submitted the candidate of turn {state.best['turn']}")
+    return outcome
 
 
 def _observe(state: AgentState, verdict: Verdict, source: str, record: TurnRecord) -> None:

@@ -102,6 +102,17 @@ def list_skills() -> list[str]:
     return list(installed_skills())
 
 
+def tool_schemas() -> list[dict[str, Any]]:
+    """The schemas the model sees (a fresh copy), with the installed skills named in read_skill's."""
+    schemas = json.loads(json.dumps(TOOL_SCHEMAS))
+    skills = list_skills()
+    if skills:
+        for schema in schemas:
+            if schema["function"]["name"] == "read_skill":
+                schema["function"]["description"] += " Available: " + ", ".join(skills) + "."
+    return schemas
+
+
 class Toolbox:
     """Runs tool calls against a warm Evaluator. One toolbox serves many runs (it holds no run state)."""
 
@@ -116,13 +127,7 @@ class Toolbox:
         return self.config.device
 
     def schemas(self) -> list[dict[str, Any]]:
-        schemas = json.loads(json.dumps(TOOL_SCHEMAS))
-        skills = list_skills()
-        if skills:
-            for schema in schemas:
-                if schema["function"]["name"] == "read_skill":
-                    schema["function"]["description"] += " Available: " + ", ".join(skills) + "."
-        return schemas
+        return tool_schemas()
 
     def call(self, state: AgentState, call: ToolCall) -> ToolOutcome:
         try:

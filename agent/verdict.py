@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,7 +186,7 @@ class Verdict:
         data["status"] = Status(data["status"])
         data["stage"] = Stage(data["stage"])
         data["flags"] = [Finding(Flag(f["flag"]), f["detail"]) for f in data.get("flags", [])]
-        data["trials"] = [TrialResult(**t) for t in data.get("trials", [])]
+        data["trials"] = [TrialResult(**{**t, **{k: float(t[k]) for k in _TRIAL_FLOATS}}) for t in data.get("trials", [])]
         if data.get("timing"):
             t = dict(data["timing"])
             for key in ("candidate", "eager", "compile"):
@@ -194,6 +195,9 @@ class Verdict:
         if data.get("build"):
             data["build"] = BuildInfo(**data["build"])
         return cls(**data)
+
+
+_TRIAL_FLOATS = ("max_abs_error", "max_rel_error", "atol", "rtol")
 
 
 def cap_log(text: str, limit: int = LOG_CAP_BYTES) -> str:
@@ -211,4 +215,8 @@ def _plain(value: Any) -> Any:
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        # JSON has no infinity or NaN (Postgres jsonb and browsers refuse them): "inf", "-inf", "nan",
+        # which float() reads back (from_dict does).
+        return str(value)
     return value

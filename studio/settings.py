@@ -47,6 +47,8 @@ INSTALLED_APPS = [
     "apps.problems",
     "apps.runs",
     "apps.kernels",
+    "apps.knowledge",
+    "apps.endpoints",
 ]
 
 MIDDLEWARE = [
@@ -145,6 +147,10 @@ KSTUDIO_CACHE_DIR = env.str("KSTUDIO_CACHE_DIR", default="")  # empty: the engin
 KSTUDIO_STEP_LEASE_SECONDS = env.int("KSTUDIO_STEP_LEASE_SECONDS", default=1800)
 # An uploaded problem is imported and run once in a worker's sandbox; longer than this and it is refused.
 KSTUDIO_PROBLEM_CHECK_SECONDS = env.int("KSTUDIO_PROBLEM_CHECK_SECONDS", default=60)
+# Agent runs: the defaults of a run's budgets (a user may ask for less, never more than the maxima).
+KSTUDIO_AGENT_MAX_TURNS = env.int("KSTUDIO_AGENT_MAX_TURNS", default=20)
+KSTUDIO_AGENT_MAX_TOKENS = env.int("KSTUDIO_AGENT_MAX_TOKENS", default=400_000)
+KSTUDIO_AGENT_WALL_SECONDS = env.int("KSTUDIO_AGENT_WALL_SECONDS", default=3600)
 KSTUDIO_MAX_UPLOAD_BYTES = env.int("KSTUDIO_MAX_UPLOAD_BYTES", default=1_000_000)
 KSTUDIO_SIGNUP_OPEN = env.bool("KSTUDIO_SIGNUP_OPEN", default=False)
 # The embedded worker's threads (one process does everything in the embedded default).

@@ -5,6 +5,7 @@ from django.db import models
 from django.urls import reverse
 
 from apps.accounts.privacy import OwnedQuerySet
+from studio.storable import StorableJSONEncoder
 
 
 class Kernel(models.Model):
@@ -23,11 +24,11 @@ class Kernel(models.Model):
     produced_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     policy = models.CharField(max_length=100)
     model_name = models.CharField(max_length=200, blank=True, default="")
-    trajectory = models.JSONField(default=list, help_text="the run's events up to acceptance")
-    toolchain = models.JSONField(default=dict)
-    hardware = models.JSONField(default=dict)
-    verification = models.JSONField(default=dict, help_text="trials, flags, weights, stage")
-    timing = models.JSONField(default=dict)
+    trajectory = models.JSONField(encoder=StorableJSONEncoder, default=list, help_text="the run's events up to acceptance")
+    toolchain = models.JSONField(encoder=StorableJSONEncoder, default=dict)
+    hardware = models.JSONField(encoder=StorableJSONEncoder, default=dict)
+    verification = models.JSONField(encoder=StorableJSONEncoder, default=dict, help_text="trials, flags, weights, stage")
+    timing = models.JSONField(encoder=StorableJSONEncoder, default=dict)
     speedup_vs_eager = models.FloatField(null=True, blank=True)
     speedup_vs_compile = models.FloatField(null=True, blank=True)
     shared = models.BooleanField(default=False)

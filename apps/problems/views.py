@@ -3,7 +3,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from agent.validation import ProblemNames
-from apps.problems.forms import CandidateForm, ProblemForm
+from apps.problems.forms import AgentRunForm, CandidateForm, ProblemForm
 from apps.problems.models import Problem
 from apps.problems.services import UploadRejected, create_problem, read_source
 
@@ -41,8 +41,11 @@ def problem_new(request: HttpRequest) -> HttpResponse:
 @login_required
 def problem_detail(request: HttpRequest, pk: int) -> HttpResponse:
     problem = get_object_or_404(Problem.objects.visible_to(request.user), pk=pk)
-    runs = problem.runs.visible_to(request.user).order_by("-created_at")[:50]
-    kernels = problem.kernels.visible_to(request.user)
-    return render(request, "problems/detail.html", {
-        "problem": problem, "runs": runs, "kernels": kernels, "form": CandidateForm(),
-        "can_run": request.user.is_staff or problem.owner_id == request.user.pk or problem.shared})
+    return render(request, "problems/detail.html", problem_context(request, problem))
+
+
+def problem_context(request: HttpRequest, problem: Problem) -> dict[str, object]:
+    """What the problem page shows; the run views re-render it with a form's errors."""
+    return {"problem": problem, "runs": problem.runs.visible_to(request.user).order_by("-created_at")[:50],
+            "kernels": problem.kernels.visible_to(request.user), "form": CandidateForm(), "agent_form": AgentRunForm(),
+            "can_run": request.user.is_staff or problem.owner_id == request.user.pk or problem.shared}

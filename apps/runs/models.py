@@ -5,6 +5,7 @@ from django.db import models
 from django.urls import reverse
 
 from apps.accounts.privacy import OwnedQuerySet
+from studio.storable import StorableJSONEncoder
 
 
 class Run(models.Model):
@@ -12,6 +13,7 @@ class Run(models.Model):
 
     class Kind(models.TextChoices):
         EVALUATE = "evaluate", "evaluate my kernel"
+        AGENT = "agent", "optimize with the agent"
 
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -25,13 +27,15 @@ class Run(models.Model):
     class Stage(models.TextChoices):
         BUILD = "build"  # compile the candidate's extensions (build queue)
         EVALUATE = "evaluate"  # verify and benchmark (gpu queue)
+        THINK = "think"  # agent run: the model's turn (agent queue)
+        ACT = "act"  # agent run: one tool call of that turn (gpu queue)
         DONE = "done"
 
     problem = models.ForeignKey("problems.Problem", on_delete=models.CASCADE, related_name="runs")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.EVALUATE)
-    config = models.JSONField(default=dict, help_text="evaluation settings (EvalConfig fields)")
-    budgets = models.JSONField(default=dict, help_text="limits: wall seconds per evaluation, turns")
+    config = models.JSONField(encoder=StorableJSONEncoder, default=dict, help_text="evaluation settings (EvalConfig fields)")
+    budgets = models.JSONField(encoder=StorableJSONEncoder, default=dict, help_text="limits: wall seconds per evaluation, turns")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
     stage = models.CharField(max_length=20, choices=Stage.choices, default=Stage.BUILD)
     message = models.TextField(blank=True, default="", help_text="why it failed, in words for the user")
@@ -44,6 +48,12 @@ class Run(models.Model):
                                        related_name="+")
     best_speedup = models.FloatField(null=True, blank=True)
     shared = models.BooleanField(default=False)
+    # Agent runs: the model, the loop's resumable state (agent.loop.AgentState) and, once over, the
+    # training record (agent.trajectory.to_record).
+    endpoint = models.ForeignKey("endpoints.ModelEndpoint", null=True, blank=True, on_delete=models.PROTECT,
+                                 related_name="runs")
+    agent_state = models.JSONField(encoder=StorableJSONEncoder, null=True, blank=True)
+    trajectory = models.JSONField(encoder=StorableJSONEncoder, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -70,7 +80,7 @@ class Event(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=40)
-    payload = models.JSONField(default=dict)
+    payload = models.JSONField(encoder=StorableJSONEncoder, default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -92,8 +102,8 @@ class Candidate(models.Model):
     source = models.TextField()
     source_hash = models.CharField(max_length=64, db_index=True)
     backend = models.CharField(max_length=20, blank=True, default="")
-    build = models.JSONField(null=True, blank=True, help_text="the build step's report")
-    verdict = models.JSONField(null=True, blank=True, help_text="agent.verdict.Verdict.to_dict()")
+    build = models.JSONField(encoder=StorableJSONEncoder, null=True, blank=True, help_text="the build step's report")
+    verdict = models.JSONField(encoder=StorableJSONEncoder, null=True, blank=True, help_text="agent.verdict.Verdict.to_dict()")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

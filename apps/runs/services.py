@@ -66,12 +66,84 @@ def start_evaluation(user: AbstractBaseUser, problem: Problem, candidate_source:
     return run
 
 
+# Budgets a user may set on an agent run: name -> (type, the settings maximum it may not exceed).
+AGENT_BUDGETS = {"turns": "KSTUDIO_AGENT_MAX_TURNS", "tokens": "KSTUDIO_AGENT_MAX_TOKENS",
+                 "agent_wall_seconds": "KSTUDIO_AGENT_WALL_SECONDS"}
+
+
+def agent_budgets(requested: dict[str, Any]) -> dict[str, Any]:
+    """The run's budgets: the studio's defaults, lowered where the user asked for less. Raises
+    UploadRejected naming the budget that is not a positive number."""
+    budgets: dict[str, Any] = {"wall_seconds": settings.KSTUDIO_CANDIDATE_WALL_SECONDS, "gpu_seconds": None}
+    for name, setting in AGENT_BUDGETS.items():
+        limit = getattr(settings, setting)
+        value = requested.get(name)
+        if value in (None, ""):
+            budgets[name] = limit
+            continue
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise UploadRejected(f"The budget {name!r} must be a whole number, not {value!r}.") from None
+        if number < 1:
+            raise UploadRejected(f"The budget {name!r} must be at least 1.")
+        budgets[name] = min(number, limit)
+    gpu = requested.get("gpu_seconds")
+    if gpu not in (None, ""):
+        try:
+            budgets["gpu_seconds"] = float(gpu)
+        except (TypeError, ValueError):
+            raise UploadRejected(f"The budget 'gpu_seconds' must be a number, not {gpu!r}.") from None
+        if budgets["gpu_seconds"] <= 0:
+            raise UploadRejected("The budget 'gpu_seconds' must be positive.")
+    return budgets
+
+
+def start_agent_run(user: AbstractBaseUser, problem: Problem, endpoint: Any, budgets: dict[str, Any] | None = None,
+                    instructions: str = "", shared: bool = False) -> Run:
+    """"Optimize with the agent": queue the first model turn. The problem must have passed its checks."""
+    from apps.runs import steps
+
+    if not validation.validate_problem(problem.source).ok:
+        raise UploadRejected("This problem has validation errors; fix and upload it again before optimizing it.")
+    if names_of(problem) != validation.ProblemNames():
+        # The agent's prompt and tools speak KernelBench's names (Model, get_inputs, get_init_inputs).
+        raise UploadRejected("The agent works on problems that use KernelBench's names (Model, get_inputs, "
+                             "get_init_inputs); rename them in the module, upload it again, then start the agent.")
+    if problem.runtime_error:
+        raise UploadRejected(f"This problem failed when it was run: {problem.runtime_error[:500]}")
+    if endpoint is None or not endpoint.enabled:
+        raise UploadRejected("Choose an enabled model for the agent (admins configure them under Model endpoints).")
+    if len(instructions) > 20_000:
+        raise UploadRejected("The instructions are longer than 20,000 characters; shorten them.")
+    with transaction.atomic():
+        run = Run.objects.create(
+            problem=problem, owner=user, kind=Run.Kind.AGENT, shared=shared, endpoint=endpoint, stage=Run.Stage.THINK,
+            config={**default_config(), "policy": f"{endpoint.kind}:{endpoint.name}", "model": endpoint.model,
+                    "endpoint": endpoint.name, "instructions": instructions},
+            budgets=agent_budgets(budgets or {}))
+        append_event(run.pk, "run_created", {"kind": run.kind, "problem": problem.name, "config": run.config,
+                                             "budgets": run.budgets})
+        steps.schedule(run.pk, run.stage)
+    return run
+
+
 def cancel_run(run: Run) -> bool:
-    """Stop a run: a step still working finds the run terminal when it commits and discards its result."""
+    """Stop a run: a step still working finds the run terminal when it commits and discards its result.
+    An agent run keeps what it had: its best kernel, its trajectory, its knowledge-base entries."""
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
         if locked.is_terminal:
             return False
+        if locked.kind == Run.Kind.AGENT and locked.agent_state is not None:
+            from agent import loop
+            from apps.runs.agent_steps import finish
+            from apps.runs.steps import RUN_STATE_FIELDS
+
+            locked.step_token, locked.step_claimed_at = "", None
+            finish(locked, loop.cancel(loop.AgentState.from_dict(locked.agent_state)))
+            locked.save(update_fields=RUN_STATE_FIELDS)  # last_seq is append_event's
+            return True
         Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED, finished_at=timezone.now(),
                                              message="Cancelled by the user.", step_token="")
         append_event(run.pk, "run_finished", {"status": Run.Status.CANCELLED, "message": "Cancelled by the user."})

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from apps.runs.models import Candidate, Run
 from apps.runs.services import append_event
+from studio.storable import storable_text
 
 if TYPE_CHECKING:
     from agent.evaluate import EvalConfig, Evaluator
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Which queue runs each stage (DESIGN §6): compiling on CPU workers, evaluating on GPU workers.
-QUEUES = {Run.Stage.BUILD: "build", Run.Stage.EVALUATE: "gpu"}
+QUEUES = {Run.Stage.BUILD: "build", Run.Stage.EVALUATE: "gpu", Run.Stage.THINK: "agent", Run.Stage.ACT: "gpu"}
 
 
 @dataclass
@@ -59,8 +60,9 @@ def execute(run_id: int, stage: str) -> Outcome:
         result = _WORK[stage](run, candidate)
     except Exception as exc:  # our bug or a broken sandbox: fail the run visibly instead of leaving it claimed
         log.exception("step %s of run %s failed", stage, run_id)
-        _commit(run_id, token, lambda r, c: _fail(r, f"The {stage} step failed inside the studio ({type(exc).__name__}: "
-                                                  f"{exc}); try again, and tell an admin if it keeps happening."))
+        message = storable_text(f"The {stage} step failed inside the studio ({type(exc).__name__}: {exc}); try again, "
+                                "and tell an admin if it keeps happening.")
+        _commit(run_id, token, lambda r, c: fail(r, message))
         raise
     _commit(run_id, token, lambda r, c: _APPLY[stage](r, c, result))
     return Outcome()
@@ -96,12 +98,12 @@ def _commit(run_id: int, token: str, apply: Any) -> None:
         candidate = run.candidates.order_by("-turn").first()
         apply(run, candidate)
         # last_seq is owned by append_event (updated in place); this copy of the row has a stale one.
-        run.save(update_fields=_RUN_STATE_FIELDS)
+        run.save(update_fields=RUN_STATE_FIELDS)
         if not run.is_terminal:
             schedule(run_id, run.stage)
 
 
-def _fail(run: Run, message: str) -> None:
+def fail(run: Run, message: str) -> None:
     run.status, run.stage, run.message, run.finished_at = Run.Status.FAILED, Run.Stage.DONE, message, timezone.now()
     append_event(run.pk, "run_finished", {"status": run.status, "message": message})
 
@@ -191,33 +193,47 @@ def _apply_evaluate(run: Run, candidate: Candidate, result: dict[str, Any]) -> N
                    "Fix the problem module (it must import quickly and run get_inputs/Model cleanly) and upload it again.")
         run.problem.runtime_error = result["problem_error"]
         run.problem.save(update_fields=["runtime_error"])
-        _fail(run, message)
+        fail(run, message)
         return
     candidate.verdict = result["verdict"]
     candidate.save(update_fields=["verdict"])
     _finish_with_verdict(run, candidate)
 
 
-def _finish_with_verdict(run: Run, candidate: Candidate) -> None:
-    from apps.kernels.services import keep_accepted
-
+def emit_verdict(run: Run, candidate: Candidate, extra: dict[str, Any] | None = None) -> None:
+    """The verification and timing events of an evaluated candidate; the run's best moves on when it
+    is accepted and faster. `extra` is merged into each payload (an agent run adds its turn)."""
     v = candidate.verdict
+    extra = extra or {}
     append_event(run.pk, "verification", {
         "turn": candidate.turn, "status": v["status"], "stage": v["stage"], "correct": v["correct"],
         "message": v["message"], "trials": v["trials"], "flags": v["flags"], "weights": v["weights"],
-        "stdout": v["stdout"], "stderr": v["stderr"]})
+        "stdout": v["stdout"], "stderr": v["stderr"], **extra})
     if v.get("timing"):
         t = v["timing"]
         append_event(run.pk, "timing", {"turn": candidate.turn, **{k: t[k] for k in (
             "candidate_ms", "eager_ms", "compile_ms", "speedup_vs_eager", "speedup_vs_compile", "clock", "compile_note")},
-            "spread": {k: t[k] for k in ("candidate", "eager", "compile")}})
+            "spread": {k: t[k] for k in ("candidate", "eager", "compile")}, **extra})
     if v["status"] == "accepted":
         speedup = (v.get("timing") or {}).get("speedup_vs_eager")
         if run.best_speedup is None or (speedup or 0) > run.best_speedup:
             run.best_candidate, run.best_speedup = candidate, speedup
-            append_event(run.pk, "best", {"turn": candidate.turn, "speedup_vs_eager": speedup})
-        kernel = keep_accepted(candidate)
-        append_event(run.pk, "kernel_saved", {"kernel": kernel.pk, "url": kernel.get_absolute_url(), "name": kernel.name})
+            append_event(run.pk, "best", {"turn": candidate.turn, "speedup_vs_eager": speedup, **extra})
+
+
+def save_kernel(run: Run, candidate: Candidate) -> None:
+    from apps.kernels.services import keep_accepted
+
+    kernel = keep_accepted(candidate)
+    append_event(run.pk, "kernel_saved", {"kernel": kernel.pk, "url": kernel.get_absolute_url(), "name": kernel.name})
+
+
+def _finish_with_verdict(run: Run, candidate: Candidate) -> None:
+    v = candidate.verdict
+    emit_verdict(run, candidate)
+    if v["status"] == "accepted":
+        speedup = (v.get("timing") or {}).get("speedup_vs_eager")
+        save_kernel(run, candidate)
         message = f"Accepted: {speedup:.2f}x over eager PyTorch." if speedup else "Accepted."
     else:
         message = f"Not accepted ({v['status']} at {v['stage']}): {v['message'][:500]}"
@@ -226,7 +242,20 @@ def _finish_with_verdict(run: Run, candidate: Candidate) -> None:
                                           "best_speedup": run.best_speedup})
 
 
-_RUN_STATE_FIELDS = ["status", "stage", "message", "step_token", "step_claimed_at", "best_candidate", "best_speedup",
-                     "finished_at"]
-_WORK = {Run.Stage.BUILD: _work_build, Run.Stage.EVALUATE: _work_evaluate}
-_APPLY = {Run.Stage.BUILD: _apply_build, Run.Stage.EVALUATE: _apply_evaluate}
+RUN_STATE_FIELDS = ["status", "stage", "message", "step_token", "step_claimed_at", "best_candidate", "best_speedup",
+                     "finished_at", "agent_state", "trajectory"]
+
+
+def _agent_step(name: str) -> Any:
+    # agent_steps imports this module; look its functions up when a step runs.
+    def call(*args: Any) -> Any:
+        from apps.runs import agent_steps
+
+        return getattr(agent_steps, name)(*args)
+    return call
+
+
+_WORK = {Run.Stage.BUILD: _work_build, Run.Stage.EVALUATE: _work_evaluate,
+         Run.Stage.THINK: _agent_step("work_think"), Run.Stage.ACT: _agent_step("work_act")}
+_APPLY = {Run.Stage.BUILD: _apply_build, Run.Stage.EVALUATE: _apply_evaluate,
+          Run.Stage.THINK: _agent_step("apply_think"), Run.Stage.ACT: _agent_step("apply_act")}

@@ -3,11 +3,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from apps.problems.forms import CandidateForm
+from apps.problems.forms import AgentRunForm, CandidateForm
 from apps.problems.models import Problem
 from apps.problems.services import UploadRejected, read_source
 from apps.runs.models import Run
-from apps.runs.services import cancel_run, events_after, start_evaluation
+from apps.runs.services import cancel_run, events_after, start_agent_run, start_evaluation
 
 
 @login_required
@@ -32,17 +32,46 @@ def run_start(request: HttpRequest, problem_pk: int) -> HttpResponse:
         else:
             return redirect(run)
     else:
-        error = "The form is incomplete: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
-    return render(request, "problems/detail.html", {
-        "problem": problem, "runs": problem.runs.visible_to(request.user)[:50], "kernels": problem.kernels.visible_to(request.user),
-        "form": form, "can_run": True, "error": error, "issues": issues, "source": source}, status=400)
+        error = _form_errors(form)
+    return _problem_page_with_error(request, problem, form=form, error=error, issues=issues, source=source)
+
+
+@login_required
+@require_POST
+def run_start_agent(request: HttpRequest, problem_pk: int) -> HttpResponse:
+    problem = get_object_or_404(Problem.objects.visible_to(request.user), pk=problem_pk)
+    form = AgentRunForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            run = start_agent_run(request.user, problem, data["endpoint"],
+                                  {k: data[k] for k in ("turns", "tokens", "agent_wall_seconds")},
+                                  instructions=data["instructions"], shared=data["shared"])
+        except UploadRejected as exc:
+            error = exc.message
+        else:
+            return redirect(run)
+    else:
+        error = _form_errors(form)
+    return _problem_page_with_error(request, problem, agent_form=form, agent_error=error)
+
+
+def _form_errors(form: object) -> str:
+    return "The form is incomplete: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+
+
+def _problem_page_with_error(request: HttpRequest, problem: Problem, **context: object) -> HttpResponse:
+    from apps.problems.views import problem_context
+
+    return render(request, "problems/detail.html", {**problem_context(request, problem), **context}, status=400)
 
 
 @login_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.visible_to(request.user).select_related("problem", "owner"), pk=pk)
     candidate = run.candidates.order_by("-turn").first()
-    return render(request, "runs/detail.html", {"run": run, "candidate": candidate,
+    return render(request, "runs/detail.html", {"run": run, "candidate": candidate, "is_agent": run.kind == Run.Kind.AGENT,
+                                                "best": run.best_candidate,
                                                 "can_cancel": run.owner_id == request.user.pk or request.user.is_staff})
 
 

@@ -15,6 +15,7 @@
   let delay = 500;
 
   function el(tag, text, cls) { const e = document.createElement(tag); if (text !== undefined) e.textContent = text; if (cls) e.className = cls; return e; }
+  function sci(x) { return typeof x === "number" ? x.toExponential(2) : String(x); }  // "inf" arrives as a string
   function fmt(x, d) { return x === null || x === undefined ? "–" : Number(x).toFixed(d); }
 
   function render(ev) {
@@ -36,7 +37,7 @@
       v.innerHTML = "";
       v.appendChild(el("p", p.status + (p.correct ? " (correct)" : ""), p.status === "accepted" ? "ok" : "bad"));
       const t = el("table"); t.appendChild(el("tr")).innerHTML = "<th>trial</th><th>inputs</th><th>passed</th><th>max abs</th><th>max rel</th>";
-      (p.trials || []).forEach((tr) => { const r = el("tr"); [tr.index, tr.distribution, tr.passed ? "yes" : "NO", tr.max_abs_error.toExponential(2), tr.max_rel_error.toExponential(2)].forEach((c) => r.appendChild(el("td", String(c)))); t.appendChild(r); });
+      (p.trials || []).forEach((tr) => { const r = el("tr"); [tr.index, tr.distribution, tr.passed ? "yes" : "NO", sci(tr.max_abs_error), sci(tr.max_rel_error)].forEach((c) => r.appendChild(el("td", String(c)))); t.appendChild(r); });
       v.appendChild(t);
       (p.flags || []).forEach((f) => v.appendChild(el("p", "flag " + f.flag + ": " + f.detail, "bad")));
     }
@@ -45,8 +46,85 @@
       document.getElementById("timing").appendChild(r);
     }
     if (ev.kind === "best") best.textContent = fmt(p.speedup_vs_eager, 2) + "x";
+    if (agent) agent.render(ev);
     if (ev.kind === "kernel_saved") { const a = el("a", "Kernel saved to the library: " + p.name); a.href = p.url; a.id = "kernel-saved"; document.getElementById("kernel-link").appendChild(a); }
     list.appendChild(li);
+  }
+
+  // Agent runs: the conversation as it happens (streamed text, tool calls, their results) and a
+  // chart of each evaluation's speedup over eager PyTorch, with the best so far.
+  const agent = document.getElementById("conversation") ? makeAgentView() : null;
+
+  function makeAgentView() {
+    const convo = document.getElementById("conversation");
+    const tokens = document.getElementById("tokens-used");
+    const streams = {};  // turn -> {attempt, node}
+    const points = {labels: [], speedup: [], best: [], colors: []};
+    let bestSoFar = null;
+    const accepted = {};  // candidate number -> accepted (its timing event follows its verification)
+    const canvas = document.getElementById("speedup-chart");
+    const chart = window.Chart ? new window.Chart(canvas, {
+      type: "line",
+      data: {labels: points.labels, datasets: [
+        {label: "speedup vs eager (0 = not accepted)", data: points.speedup, showLine: false, pointRadius: 5, pointBackgroundColor: points.colors},
+        {label: "best so far", data: points.best, stepped: true, pointRadius: 0, borderColor: "#1a7f37"}]},
+      options: {animation: false, maintainAspectRatio: false, scales: {y: {beginAtZero: true, title: {display: true, text: "x over eager"}}}},
+    }) : null;
+
+    function box(cls, title) {
+      const d = el("div", undefined, "msg " + cls);
+      if (title) d.appendChild(el("div", title, "msg-title"));
+      convo.appendChild(d);
+      return d;
+    }
+    function stream(turn, attempt) {
+      let s = streams[turn];
+      if (!s || s.attempt !== attempt) {  // a retried turn restarts its text
+        if (s) s.node.remove();
+        const d = box("assistant streaming", "turn " + turn + " · model (writing…)");
+        s = streams[turn] = {attempt: attempt, node: d, text: d.appendChild(el("pre", "", "text"))};
+      }
+      return s;
+    }
+    function addPoint(label, speedup, accepted) {
+      if (accepted && speedup !== null && speedup !== undefined && (bestSoFar === null || speedup > bestSoFar)) bestSoFar = speedup;
+      points.labels.push(label); points.speedup.push(accepted ? speedup : 0); points.best.push(bestSoFar);
+      points.colors.push(accepted ? "#1a7f37" : "#b3261e");
+      if (chart) chart.update();
+      canvas.dataset.points = String(points.labels.length);
+    }
+    return {render: function (ev) {
+      const p = ev.payload || {};
+      if (ev.kind === "agent_started" && p.knowledge) box("knowledge", "from the knowledge base").appendChild(el("pre", p.knowledge));
+      if (ev.kind === "token") stream(p.turn, p.attempt).text.textContent += p.text;
+      if (ev.kind === "assistant") {
+        const s = streams[p.turn];
+        if (s) s.node.remove();
+        const d = box("assistant", "turn " + p.turn + " · model (" + p.completion_tokens + " tokens)");
+        d.dataset.turn = p.turn;
+        if (p.text) d.appendChild(el("pre", p.text, "text"));
+        (p.tool_calls || []).forEach((c) => {
+          const det = el("details", undefined, "tool-call"); det.id = "call-" + c.id;
+          det.appendChild(el("summary", "→ " + c.name));
+          let args = c.arguments;
+          try { const parsed = JSON.parse(args); args = parsed.source || JSON.stringify(parsed, null, 2); } catch (e) { /* malformed: shown as sent */ }
+          det.appendChild(el("pre", args));
+          d.appendChild(det);
+        });
+        streams[p.turn] = {attempt: -1, node: d};
+        if (tokens) tokens.textContent = p.total_tokens;
+      }
+      if (ev.kind === "observation") box("observation", "turn " + p.turn + " · studio").appendChild(el("pre", p.text));
+      if (ev.kind === "tool_result") {
+        const d = box("tool" + (p.error ? " bad" : ""), "turn " + p.turn + " · " + p.tool + (p.error ? " (error)" : ""));
+        d.appendChild(el("pre", p.content));
+      }
+      if (ev.kind === "verification" && p.agent_turn !== undefined) {
+        accepted[p.turn] = p.status === "accepted";
+        if (!accepted[p.turn]) addPoint("turn " + p.agent_turn, 0, false);
+      }
+      if (ev.kind === "timing" && p.agent_turn !== undefined && accepted[p.turn]) addPoint("turn " + p.agent_turn, p.speedup_vs_eager, true);
+    }};
   }
 
   function connect() {

@@ -3,61 +3,27 @@ stream live over the websocket, find the kernel in the library. daphne and a Cel
 separate processes on the test database (Postgres) and Redis, as in production."""
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.db import connection
 
+from tests import processes
+from tests.processes import ROOT
 from tests.apps.cast import GOOD_CANDIDATE, PROBLEM
 from tests.apps.cast import owner  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
 def studio_url():
-    if connection.vendor != "postgresql" or settings.EMBEDDED:
-        pytest.skip("needs DATABASE_URL (Postgres) and REDIS_URL (make test sets both)")
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
-    import redis
-
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    db = connection.settings_dict
-    env = {**os.environ, "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-           "KSTUDIO_DEVICE": "cpu", "KSTUDIO_COMPILE_BASELINE": "false", "KSTUDIO_EVAL_ITERATIONS": "10"}
-    port = _free_port()
-    procs = [subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "studio.asgi:application"],
-                              cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-             subprocess.Popen([sys.executable, "-m", "celery", "-A", "studio", "worker", "-Q", "build,gpu", "--pool=solo",
-                               "-n", "browser@%h"], cwd=ROOT, env=env, start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.2)
-    yield f"http://127.0.0.1:{port}"
-    for proc in procs:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    env = processes.studio_env()
+    url, web = processes.daphne(env)
+    procs = [web, processes.worker(env, "browser")]
+    yield url
+    processes.stop(procs)
 
 
 @pytest.fixture

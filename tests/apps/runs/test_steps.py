@@ -10,18 +10,9 @@ from apps.runs import steps
 from apps.runs.models import Run
 from apps.runs.services import start_evaluation
 from tests.apps.cast import BAD_BUILD_CANDIDATE, GOOD_CANDIDATE
+from tests.apps.runs.drive import drive
 
 pytestmark = pytest.mark.django_db
-
-
-def _drive(run: Run) -> Run:
-    """Run each step as a worker would (on_commit does not fire inside a test transaction)."""
-    for _ in range(5):
-        run.refresh_from_db()
-        if run.is_terminal:
-            return run
-        assert steps.execute(run.pk, run.stage).retry_in is None
-    raise AssertionError(f"run {run.pk} did not finish: {run.status} at {run.stage}")
 
 
 def _seqs(run: Run) -> list[int]:
@@ -29,7 +20,7 @@ def _seqs(run: Run) -> list[int]:
 
 
 def test_it_builds_verifies_and_keeps_an_accepted_kernel(owner, problem, fast_eval):
-    run = _drive(start_evaluation(owner, problem, GOOD_CANDIDATE.read_text()))
+    run = drive(start_evaluation(owner, problem, GOOD_CANDIDATE.read_text()))
     assert run.status == Run.Status.FINISHED, run.message
     kinds = [e.kind for e in run.events.order_by("seq")]
     assert kinds[:2] == ["run_created", "step_started"] and "build" in kinds and "verification" in kinds
@@ -43,7 +34,7 @@ def test_it_builds_verifies_and_keeps_an_accepted_kernel(owner, problem, fast_ev
 
 
 def test_it_reports_a_build_error_and_keeps_no_kernel(owner, problem, fast_eval):
-    run = _drive(start_evaluation(owner, problem, BAD_BUILD_CANDIDATE.read_text()))
+    run = drive(start_evaluation(owner, problem, BAD_BUILD_CANDIDATE.read_text()))
     assert run.status == Run.Status.FINISHED and "build_error" in run.message
     build = run.events.get(kind="build")
     assert build.payload["ok"] is False and (build.payload["error"] or build.payload["log"])
@@ -57,7 +48,7 @@ def test_it_fails_the_run_cleanly_when_the_problem_crashes_on_import(owner, fast
     monkeypatch.setattr("apps.problems.services.check_in_sandbox", lambda source, names: {})
     source = f"{body}\n" + (GOOD_CANDIDATE.parent.parent / "problems" / "elementwise_silu_bias.py").read_text()
     problem = create_problem(owner, "broken.py", source)  # passed its upload check; only the run finds out
-    run = _drive(start_evaluation(owner, problem, GOOD_CANDIDATE.read_text()))
+    run = drive(start_evaluation(owner, problem, GOOD_CANDIDATE.read_text()))
     assert run.status == Run.Status.FAILED
     assert "problem module failed in the sandbox" in run.message and expect.lower() in run.message.lower()
     problem.refresh_from_db()

@@ -7,50 +7,31 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.db import connection
 
 from apps.kernels.models import Kernel
 from apps.runs.models import Run
 from apps.runs.services import start_evaluation
+from tests import processes
 from tests.apps.cast import GOOD_CANDIDATE
 
 pytestmark = pytest.mark.django_db(transaction=True)
-ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
 def worker_env(fast_eval):
-    if connection.vendor != "postgresql" or settings.EMBEDDED:
-        pytest.skip("needs DATABASE_URL (Postgres) and REDIS_URL (make test sets both)")
-    import redis
-
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()  # no messages left over from an earlier session
-    db = connection.settings_dict
-    env = {**os.environ,
-           "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-           "KSTUDIO_DEVICE": "cpu", "KSTUDIO_COMPILE_BASELINE": "false", "KSTUDIO_EVAL_ITERATIONS": "10",
-           "KSTUDIO_STEP_LEASE_SECONDS": "4", "CELERY_VISIBILITY_TIMEOUT": "15"}
+    env = processes.studio_env(KSTUDIO_STEP_LEASE_SECONDS="4", CELERY_VISIBILITY_TIMEOUT="15")
     started: list[subprocess.Popen] = []
 
     def start() -> subprocess.Popen:
-        # solo pool: the step runs in the worker process itself, so one SIGKILL of its group kills it mid-step.
-        proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "studio", "worker", "-Q", "build,gpu", "--pool=solo",
-                                 "-l", "info", "-n", f"test{len(started)}@%h"], cwd=ROOT, env=env, start_new_session=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = processes.worker(env, f"test{len(started)}")
         started.append(proc)
         return proc
 
     yield start
-    for proc in started:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    processes.stop(started)
 
 
 def _wait(run: Run, until, seconds: float) -> Run:
@@ -93,3 +74,27 @@ def test_it_resumes_a_run_after_its_worker_is_killed_mid_step(worker_env, owner,
     evaluate_steps = run.events.filter(kind="step_started", payload__stage="evaluate")
     assert evaluate_steps.count() >= 2 and evaluate_steps.last().payload["resumed"] is True
     assert run.events.filter(kind="run_finished").count() == 1 and Kernel.objects.filter(candidate__run=run).count() == 1
+
+
+def test_an_agent_run_resumes_after_its_worker_is_killed_mid_tool_call(worker_env, owner, problem):
+    from apps.endpoints.models import ModelEndpoint
+    from apps.runs.services import start_agent_run
+
+    wrong = GOOD_CANDIDATE.parent / "fault_py_wrong_shape.py"
+    script = [{"text": f"Trying {p.name}.", "tool_calls": [{"name": "write_candidate", "arguments": {"source": p.read_text()}}]}
+              for p in (wrong, GOOD_CANDIDATE)] + [{"text": "Done.", "tool_calls": [{"name": "submit", "arguments": {}}]}]
+    endpoint = ModelEndpoint.objects.create(name="script", kind=ModelEndpoint.Kind.SCRIPTED, script=script)
+    first = worker_env()
+    run = start_agent_run(owner, problem, endpoint, {"turns": 5})
+    _wait(run, lambda r: r.events.filter(kind="step_started", payload__stage="act").exists(), 180)
+    os.killpg(first.pid, signal.SIGKILL)  # the worker and its sandbox, mid-evaluation of the first candidate
+    first.wait()
+
+    worker_env()
+    run = _wait(run, lambda r: r.is_terminal, 300)
+    assert run.status == Run.Status.FINISHED and run.message.startswith("Submitted"), run.message
+    assert _contiguous(run)
+    assert run.events.filter(kind="step_started", payload__stage="act", payload__resumed=True).exists()
+    # The killed evaluation left nothing behind: each tool call produced exactly one candidate.
+    assert list(run.candidates.order_by("turn").values_list("verdict__status", flat=True)) == ["incorrect", "accepted"]
+    assert run.trajectory["status"] == "submitted" and Kernel.objects.filter(candidate__run=run).count() == 1
