@@ -10,7 +10,7 @@ import pytest
 from tests import processes
 from tests.processes import ROOT
 from tests.apps.cast import GOOD_CANDIDATE, PROBLEM
-from tests.apps.cast import owner  # noqa: F401
+from tests.apps.cast import owner, problem  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,7 +41,7 @@ def browser():
     driver.quit()
 
 
-def test_it_takes_a_user_from_upload_to_a_kernel_in_the_library(studio_url, browser, owner):
+def _log_in(studio_url: str, browser) -> object:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -52,6 +52,14 @@ def test_it_takes_a_user_from_upload_to_a_kernel_in_the_library(studio_url, brow
     browser.find_element(By.NAME, "password").send_keys("owner-pass-123")
     browser.find_element(By.ID, "login-button").click()
     wait.until(ec.url_contains("/problems/"))
+    return wait
+
+
+def test_it_takes_a_user_from_upload_to_a_kernel_in_the_library(studio_url, browser, owner):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    wait = _log_in(studio_url, browser)
 
     # A bad upload first: the error is shown next to the code, with its line, and nothing is created.
     browser.get(studio_url + "/problems/new/")
@@ -85,3 +93,30 @@ def test_it_takes_a_user_from_upload_to_a_kernel_in_the_library(studio_url, brow
     wait.until(ec.presence_of_element_located((By.ID, "download")))
     browser.get(studio_url + "/kernels/")
     assert "elementwise_silu_bias.py" in browser.find_element(By.ID, "kernels").text
+
+
+def test_an_agent_run_streams_its_conversation_and_charts_each_turn(studio_url, browser, owner, problem):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    from apps.endpoints.models import ModelEndpoint
+
+    wrong = GOOD_CANDIDATE.parent / "fault_py_wrong_shape.py"
+    script = [{"text": f"Trying {p.name}.", "tool_calls": [{"name": "write_candidate", "arguments": {"source": p.read_text()}}]}
+              for p in (wrong, GOOD_CANDIDATE)] + [{"text": "Submitting the best.", "tool_calls": [{"name": "submit"}]}]
+    ModelEndpoint.objects.create(name="demo script", kind=ModelEndpoint.Kind.SCRIPTED, script=script)
+    wait = _log_in(studio_url, browser)
+    browser.get(studio_url + problem.get_absolute_url())
+    browser.find_element(By.ID, "optimize-button").click()
+
+    wait.until(ec.presence_of_element_located((By.ID, "kernel-saved")))
+    assert browser.find_element(By.ID, "run-status").text == "finished"
+    turns = browser.find_elements(By.CSS_SELECTOR, "#conversation .msg.assistant")
+    assert [t.get_attribute("data-turn") for t in turns] == ["0", "1", "2"]
+    assert not browser.find_elements(By.CSS_SELECTOR, "#conversation .msg.streaming"), "streamed text was replaced"
+    results = browser.find_elements(By.CSS_SELECTOR, "#conversation .msg.tool")
+    assert "status: incorrect" in results[0].text and "status: accepted" in results[1].text
+    # One chart point per evaluation: the wrong one at 0, the accepted one at its speedup.
+    assert browser.find_element(By.ID, "speedup-chart").get_attribute("data-points") == "2"
+    assert browser.execute_script("return window.Chart !== undefined"), "Chart.js is served from our origin"
+    assert "Submitted" in browser.find_element(By.ID, "run-message").text

@@ -158,3 +158,20 @@ def test_model_output_with_nul_characters_is_stored_not_fatal(owner, problem, fa
     assistant = run.events.get(kind="assistant").payload
     assert assistant["text"] == "odd \ufffd bytes" and "\x00" not in run.trajectory["messages"][2]["content"]
     assert "unknown skill" in run.events.get(kind="tool_result").payload["content"]
+
+
+def test_finished_agent_runs_export_as_a_loadable_dataset(owner, problem, fast_eval, tmp_path):
+    import datasets
+    from django.core.management import CommandError, call_command
+
+    drive(start_agent_run(owner, problem, scripted("one", [write(GOOD_CANDIDATE)]), {"turns": 1}))
+    drive(start_agent_run(owner, problem, scripted("two", [{"text": "nothing"}]), {"turns": 1}))
+    call_command("export_trajectories", str(tmp_path / "all"))
+    rows = datasets.load_from_disk(str(tmp_path / "all"))
+    assert rows.num_rows == 2 and sorted(rows["final_reward"])[0] == -1.0
+    assert rows[0]["messages"][0]["role"] == "system" and rows[0]["policy"].startswith("scripted:")
+
+    call_command("export_trajectories", str(tmp_path / "good"), "--min-reward", "1")
+    assert datasets.load_from_disk(str(tmp_path / "good")).num_rows == 1
+    with pytest.raises(CommandError, match="no agent run matches"):
+        call_command("export_trajectories", str(tmp_path / "none"), "--owner", "nobody")
