@@ -1,5 +1,5 @@
 """`python -m agent evaluate PROBLEM.py CANDIDATE.py --device cpu|cuda [--backend B] [--json]`
-`python -m agent optimize PROBLEM.py --policy scripted-demo|openai|transformers [--model M --base-url URL] [--json]
+`python -m agent optimize PROBLEM.py --policy builtin|scripted-demo|openai|transformers [--model M --base-url URL] [--json]
     [--trajectory RUNS.jsonl]`
 `python -m agent export RUNS.jsonl --out DIR` (trajectory records to a Hugging Face datasets dataset)
 
@@ -45,9 +45,10 @@ def _parser() -> argparse.ArgumentParser:
     bd.add_argument("--cache-dir", type=Path, default=None, help="build cache (default: $KSTUDIO_CACHE_DIR or .cache/kstudio)")
     op = sub.add_parser("optimize", help="let the agent write, test and improve kernels for a problem over many turns")
     op.add_argument("problem", type=Path, help="KernelBench-format problem: Model, get_inputs, get_init_inputs")
-    op.add_argument("--policy", choices=("scripted-demo", "openai", "transformers"), default="scripted-demo",
-                    help="scripted-demo: replay candidate files (no model); openai: any OpenAI-compatible endpoint "
-                         "(vLLM, transformers serve); transformers: a local checkpoint run in this process")
+    op.add_argument("--policy", choices=("builtin", "scripted-demo", "openai", "transformers"), default="builtin",
+                    help="builtin: our own kernel templates searched over turns (no model); scripted-demo: replay "
+                         "candidate files; openai: any OpenAI-compatible endpoint (vLLM, transformers serve); "
+                         "transformers: a local checkpoint run in this process")
     op.add_argument("--script", type=Path, nargs="+", default=None,
                     help="scripted-demo: candidate files to write in order, then benchmark and submit "
                          "(default: the corpus's demo for elementwise_silu_bias)")
@@ -188,7 +189,7 @@ def optimize_command(args: argparse.Namespace) -> int:
     from agent.trajectory import to_record
 
     problem = _read(args.problem, "problem")
-    policy = _policy(args)
+    policy = None if args.policy == "builtin" else _policy(args)  # builtin traces through the evaluator's sandbox
     max_turns = args.max_turns
     if isinstance(policy, ScriptedPolicy):
         max_turns = min(max_turns, len(policy.turns))  # the script ends the run, not a "policy error"
@@ -210,6 +211,10 @@ def optimize_command(args: argparse.Namespace) -> int:
         with Evaluator(config, cache_root=args.cache_dir) as evaluator:
             toolbox = Toolbox(evaluator, config)
             state = loop.start(problem, toolbox)
+            if policy is None:
+                from agent.builtin.policy import BuiltinPolicy
+
+                policy = BuiltinPolicy(problem, evaluator.trace_problem, args.device)
             state = loop.run(state, policy, toolbox, budgets, on_text=lambda text: print(text, end="", file=sys.stderr),
                              on_step=progress)
     except ProblemError as exc:

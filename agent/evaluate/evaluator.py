@@ -169,6 +169,18 @@ class Evaluator:
                                limits=dataclasses.replace(cfg.reference_limits, wall_seconds=seconds,
                                                           cpu_seconds=max(1, int(seconds * 4))))
 
+    def trace_problem(self, problem_source: str, seconds: float = 120.0) -> dict[str, Any]:
+        """The problem's torch.fx graph with shapes, traced in the sandbox on meta tensors (nothing is
+        allocated or computed; see agent/builtin/trace.py). Raises ProblemError when the module does not
+        import or build; a graph torch.fx cannot trace comes back as {"error": reason}."""
+        out = self.sandbox.run(Job("agent.builtin.trace:trace", {"problem_source": problem_source}, device="cpu",
+                                   limits=dataclasses.replace(self.config.reference_limits, wall_seconds=seconds,
+                                                              cpu_seconds=max(1, int(seconds * 4))),
+                                   env=self._job_env()))
+        if not out.ok:
+            raise ProblemError(f"the problem could not be traced: {_describe_failure(out, 'tracing the problem')}")
+        return json.loads(out.result)
+
     def _candidate_header(self, out: JobResult) -> dict[str, Any]:
         if not out.result:
             return {}

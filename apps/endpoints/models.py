@@ -13,6 +13,7 @@ class ModelEndpoint(models.Model):
     holds it, so keys stay in the deployment's secrets and out of the database and its backups."""
 
     class Kind(models.TextChoices):
+        BUILTIN = "builtin", "built-in kernel templates (no model)"
         OPENAI = "openai", "OpenAI-compatible endpoint (vLLM, transformers serve, hosted)"
         TRANSFORMERS = "transformers", "local transformers checkpoint"
         SCRIPTED = "scripted", "scripted turns (deterministic tests and demos)"

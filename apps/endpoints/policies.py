@@ -3,14 +3,24 @@ from __future__ import annotations
 
 import os
 
+from agent.builtin.policy import Tracer
 from agent.policies.base import Policy, PolicyError, PolicyTurn
 from agent.policies.scripted import ScriptedPolicy, call
 from apps.endpoints.models import ModelEndpoint, script_error
 
 
-def policy_for(endpoint: ModelEndpoint) -> Policy:
-    """The policy an endpoint describes. Raises PolicyError with what to fix when it cannot be built."""
+def policy_for(endpoint: ModelEndpoint, problem_source: str = "", tracer: Tracer | None = None,
+               device: str = "cpu") -> Policy:
+    """The policy an endpoint describes. The built-in policy also needs the problem and a tracer (it
+    reads the module's graph, traced in the sandbox). Raises PolicyError with what to fix when the
+    policy cannot be built."""
     kind = endpoint.kind
+    if kind == ModelEndpoint.Kind.BUILTIN:
+        from agent.builtin.policy import BuiltinPolicy
+
+        if tracer is None or not problem_source:
+            raise PolicyError("the built-in policy needs the problem and a sandbox to trace it in")
+        return BuiltinPolicy(problem_source, tracer, device)
     if kind == ModelEndpoint.Kind.OPENAI:
         from agent.policies.openai_compat import OpenAIPolicy
 

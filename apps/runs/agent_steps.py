@@ -90,7 +90,11 @@ def work_think(run: Run, _candidate: Candidate | None) -> dict[str, Any]:
         state = loop.AgentState.from_dict(run.agent_state)
     budgets = budgets_of(run)
     try:
-        policy = policy_for(run.endpoint) if run.endpoint is not None else None
+        policy = None
+        if run.endpoint is not None:
+            # The built-in policy traces the problem in this worker's sandbox (CPU, meta tensors).
+            policy = policy_for(run.endpoint, run.problem.source, lambda source: evaluator().trace_problem(source),
+                                device=run.config.get("device", "cpu"))
         if policy is None:
             raise PolicyError("the run has no model endpoint (it was deleted?); start a new run with another model")
     except PolicyError as exc:

@@ -98,6 +98,7 @@ def test_it_takes_a_user_from_upload_to_a_kernel_in_the_library(studio_url, brow
 def test_an_agent_run_streams_its_conversation_and_charts_each_turn(studio_url, browser, owner, problem):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import Select
 
     from apps.endpoints.models import ModelEndpoint
 
@@ -107,6 +108,7 @@ def test_an_agent_run_streams_its_conversation_and_charts_each_turn(studio_url, 
     ModelEndpoint.objects.create(name="demo script", kind=ModelEndpoint.Kind.SCRIPTED, script=script)
     wait = _log_in(studio_url, browser)
     browser.get(studio_url + problem.get_absolute_url())
+    Select(browser.find_element(By.NAME, "endpoint")).select_by_visible_text("demo script")
     browser.find_element(By.ID, "optimize-button").click()
 
     wait.until(ec.presence_of_element_located((By.ID, "kernel-saved")))

@@ -175,3 +175,14 @@ def test_finished_agent_runs_export_as_a_loadable_dataset(owner, problem, fast_e
     assert datasets.load_from_disk(str(tmp_path / "good")).num_rows == 1
     with pytest.raises(CommandError, match="no agent run matches"):
         call_command("export_trajectories", str(tmp_path / "none"), "--owner", "nobody")
+
+
+def test_a_fresh_studio_optimizes_with_the_built_in_policy_out_of_the_box(owner, problem, fast_eval):
+    endpoint = ModelEndpoint.objects.get(kind=ModelEndpoint.Kind.BUILTIN)  # created by a migration
+    run = drive(start_agent_run(owner, problem, endpoint, {"turns": 4}))
+    assert run.status == Run.Status.FINISHED and run.message.startswith("Submitted"), run.message
+    kernel = Kernel.objects.get()
+    assert kernel.policy == f"builtin:{endpoint.name}" and kernel.candidate == run.best_candidate
+    first = run.events.filter(kind="assistant").order_by("seq").first().payload
+    assert first["text"].startswith("Analysis:") and run.events.filter(kind="token").exists()
+    assert run.trajectory["policy"] == "builtin" and run.trajectory["final_reward"] >= 1

@@ -1,0 +1,498 @@
+"""Candidate modules from a plan: our own templates, C++ with OpenMP for the CPU and CUDA for GPUs.
+
+The kernel sees every tensor it reads as (base pointer, offset, strides) with the sizes fixed at
+generation time, so broadcasting, chunk/narrow/slices and transposes cost index arithmetic and no
+copies. ModelNew registers the same parameters and buffers as Model (so the evaluator copies Model's
+weights into it), leaves the one GEMM/convolution to PyTorch, and calls the generated kernel.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from agent.builtin import ops
+from agent.builtin.lower import Expr, Leaf, Plan, RowResult, broadcast_leaf, contiguous
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One point of the search. CUDA: threads per block and elements per thread (4: float4 loads and
+    stores where every operand allows them). CPU: how the loop nest is parallelised."""
+
+    label: str
+    block: int = 256
+    vec: int = 1
+    cpu_loop: str = "rows"  # "rows": parallel rows, SIMD columns; "flat": one parallel SIMD loop
+
+
+def variants(plan: Plan, device: str) -> list[Variant]:
+    if device == "cpu":
+        if plan.row is not None:
+            return [Variant("OpenMP over rows, one row buffer per thread")]
+        return [Variant("OpenMP over rows, SIMD over columns", cpu_loop="rows"),
+                Variant("one flat OpenMP SIMD loop", cpu_loop="flat")]
+    if plan.row is not None:
+        return [Variant(f"one block of {b} threads per row", block=b) for b in (256, 512, 128, 1024)]
+    found = [Variant("256 threads, float4 per thread", 256, 4), Variant("512 threads, float4 per thread", 512, 4),
+             Variant("128 threads, float4 per thread", 128, 4), Variant("256 threads, one element per thread", 256, 1)]
+    return found if plan.shape[-1] % 4 == 0 else [Variant(f"{b} threads, one element per thread", b, 1)
+                                                  for b in (256, 512, 128)]
+
+
+def candidate_source(plan: Plan, variant: Variant, device: str) -> str:
+    kernel = _cuda(plan, variant) if device == "cuda" else _cpp(plan, variant)
+    name = "ks_builtin_" + hashlib.sha256(kernel.encode()).hexdigest()[:16]
+    if device == "cuda":
+        build = (f'_ext = load_inline(name="{name}", cpp_sources="torch::Tensor run(std::vector<torch::Tensor> ts, int64_t stream);",\n'
+                 f'                   cuda_sources=KERNEL, functions=["run"], extra_cuda_cflags=["-O3"])')
+    else:
+        build = (f'_ext = load_inline(name="{name}", cpp_sources=KERNEL, functions=["run"],\n'
+                 f'                   extra_cflags=["-O3", "-fopenmp", "-fno-trapping-math"], extra_ldflags=["-fopenmp"])')
+    return _MODULE.format(variant=variant.label, kernel=kernel, build=build, init=_init(plan), forward=_forward(plan, device))
+
+
+_MODULE = '''"""Written by Kernel Studio's built-in policy ({variant})."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.cpp_extension import load_inline
+
+KERNEL = r"""
+{kernel}
+"""
+
+{build}
+
+
+def _place(root, key, shape, parameter):
+    *path, leaf = key.split(".")
+    module = root
+    for part in path:
+        if not hasattr(module, part):
+            module.add_module(part, nn.Module())
+        module = getattr(module, part)
+    if parameter:
+        module.register_parameter(leaf, nn.Parameter(torch.zeros(shape)))
+    else:
+        module.register_buffer(leaf, torch.zeros(shape))
+
+
+class ModelNew(nn.Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        # The same parameters and buffers as Model: the evaluator copies Model's values into them.
+{init}
+
+{forward}
+'''
+
+
+def _init(plan: Plan) -> str:
+    lines = [f"        _place(self, {s['name']!r}, {tuple(s['shape'])!r}, {s['parameter']!r})" for s in plan.state]
+    return "\n".join(lines) or "        pass"
+
+
+def _tensor_expr(base: str) -> str:
+    if base == "anchor":
+        return "anchor"
+    if base.startswith("state:"):
+        key = base[6:]
+        return f"self.get_parameter({key!r})" if _is_parameter(key) else f"self.get_buffer({key!r})"
+    return f"arg{base.split(':')[1]}"
+
+
+_PARAMETERS: set[str] = set()
+
+
+def _is_parameter(key: str) -> bool:
+    return key in _PARAMETERS
+
+
+def _forward(plan: Plan, device: str) -> str:
+    _PARAMETERS.clear()
+    _PARAMETERS.update(s["name"] for s in plan.state if s["parameter"])
+    args = ", ".join(f"arg{i}" for i in range(len(plan.inputs)))
+    lines = [f"    def forward(self, {args}):"]
+    if plan.anchor is not None:
+        a = plan.anchor
+        tensors = [_tensor_expr(x.source) if isinstance(x, Leaf) else repr(x) for x in a.args]
+        if a.kind == "linear":
+            call = f"F.linear({', '.join(tensors[:3])})"
+        elif a.kind == "matmul":
+            call = f"torch.matmul({tensors[0]}, {tensors[1]})"
+        else:
+            x, w, b, stride, padding, dilation, groups = (tensors + [None] * 7)[:7]
+            call = f"F.conv2d({x}, {w}, {b}, {stride}, {padding}, {dilation}, {groups})"
+        lines.append(f"        anchor = {call}")
+    tensors = ", ".join(_tensor_expr(b) for b in plan.bases())
+    if device == "cuda":
+        # PyTorch's current stream, passed as a handle: the kernel needs no ATen CUDA headers to find it.
+        lines.append(f"        return _ext.run([{tensors}], torch.cuda.current_stream().cuda_stream)")
+    else:
+        lines.append(f"        return _ext.run([{tensors}])")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------- expressions
+
+class _Emitter:
+    """C statements computing a value per element of `shape`, at row `r`, column `c`, flat index `i`."""
+
+    def __init__(self, plan: Plan, shape: tuple[int, ...], prefix: str, row_value: str = "y") -> None:
+        self.plan, self.shape, self.prefix, self.row_value = plan, shape, prefix, row_value
+        self.bases = plan.bases()
+        self.lines: list[str] = []
+        self.names: dict[Any, str] = {}
+
+    def leaf_index(self, leaf: Leaf) -> str:
+        view = broadcast_leaf(leaf, self.shape)
+        return index_expr(view, self.shape)
+
+    def value(self, v: Any) -> str:
+        if isinstance(v, float):
+            return ops.literal(v)
+        if isinstance(v, RowResult):
+            return self.row_value
+        if v in self.names:
+            return self.names[v]
+        if isinstance(v, Leaf):
+            text = f"p{self.bases.index(v.source)}[{self.leaf_index(v)}]"
+        else:
+            text = self._expr(v)  # names the operands first
+        name = f"{self.prefix}{len(self.names)}"
+        self.lines.append(f"const float {name} = {text};")
+        self.names[v] = name
+        return name
+
+    def _expr(self, e: Expr) -> str:
+        params = dict(e.params)
+        args = [self.value(o) for o in e.operands]
+        if e.op == "pow_const":
+            return ops.power(args[0], params["exponent"])
+        if e.op in ops.BINARY:
+            return ops.binary(e.op, args[0], args[1], params)
+        return ops.UNARY[e.op](args[0], params)
+
+
+def index_expr(view: Leaf, shape: tuple[int, ...]) -> str:
+    """The element offset of a view broadcast to `shape`, from row r (all but the last dimension),
+    column c and flat index i (= r * columns + c)."""
+    if view.strides == contiguous(shape):
+        return f"{view.offset}LL + i" if view.offset else "i"
+    terms = [str(view.offset)] if view.offset else []
+    lead = shape[:-1]
+    step = 1
+    for d in range(len(lead) - 1, -1, -1):
+        size, stride = lead[d], view.strides[d]
+        if stride and size > 1:
+            coord = "r" if step == 1 and d == 0 else (f"(r / {step}LL)" if d == 0 else
+                                                     (f"(r % {size}LL)" if step == 1 else f"((r / {step}LL) % {size}LL)"))
+            terms.append(f"{coord} * {stride}LL")
+        step *= size
+    if view.strides and view.strides[-1]:
+        terms.append("c" if view.strides[-1] == 1 else f"c * {view.strides[-1]}LL")
+    return " + ".join(terms) or "0"
+
+
+def _checks(plan: Plan, cuda: bool) -> str:
+    device = "is_cuda()" if cuda else "is_cpu()"
+    lines = [f'TORCH_CHECK(ts.size() == {len(plan.bases())}, "run: expected {len(plan.bases())} tensors");']
+    for k, base in enumerate(plan.bases()):
+        shape = plan.base_shape(base)
+        lines += [f"auto t{k} = ts[{k}].contiguous();",
+                  f'TORCH_CHECK(t{k}.{device} && t{k}.scalar_type() == torch::kFloat32 && t{k}.numel() == {math.prod(shape)}LL, '
+                  f'"run: tensor {k} ({base}) must be float32 with shape {list(shape)} on this device");',
+                  f"const float* __restrict__ p{k} = t{k}.data_ptr<float>();"]
+    lines.append(f"auto out = torch::empty({{{', '.join(map(str, plan.shape))}}}, t0.options());")
+    lines.append("float* __restrict__ o = out.data_ptr<float>();")
+    return "\n    ".join(lines)
+
+
+def _params(plan: Plan) -> str:
+    return ", ".join(f"const float* __restrict__ p{k}" for k in range(len(plan.bases()))) + ", float* __restrict__ o"
+
+
+def _pointers(plan: Plan) -> str:
+    return ", ".join(f"p{k}" for k in range(len(plan.bases()))) + ", o"
+
+
+def _row_shapes(plan: Plan) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The row op's input shape and the shape its epilogue runs over ((rows..., 1) for reductions)."""
+    assert plan.row is not None
+    source_shape = plan.row.source.shape if not isinstance(plan.row.source, float) else ()
+    if plan.row.kind in ("sum", "mean", "amax"):
+        return source_shape, source_shape[:-1] + (1,)
+    return source_shape, source_shape
+
+
+def _epilogue(plan: Plan, shape: tuple[int, ...]) -> _Emitter:
+    """The epilogue emitter; for a reduction without keepdim its leaves are seen with a trailing 1."""
+    emitter = _Emitter(plan, shape, "e")
+    if plan.row is not None and plan.row.kind in ("sum", "mean", "amax") and not plan.row.keepdim:
+        def reduced(leaf: Leaf) -> str:
+            view = broadcast_leaf(leaf, shape[:-1])
+            return index_expr(Leaf(view.source, shape, view.strides + (0,), view.offset), shape)
+        emitter.leaf_index = reduced  # type: ignore[method-assign]
+    return emitter
+
+
+# ----------------------------------------------------------------------------------------- CPU
+
+def _cpp(plan: Plan, variant: Variant) -> str:
+    head = "#include <torch/extension.h>\n#include <cmath>\n#include <vector>\n#include <algorithm>\n" + ops.CPU_MATH
+    if plan.row is not None:
+        body = _cpp_row(plan)
+    else:
+        body = _cpp_pointwise(plan, variant)
+    return f"{head}\n\ntorch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, False)}\n{body}\n    return out;\n}}"
+
+
+def _cpp_pointwise(plan: Plan, variant: Variant) -> str:
+    shape = plan.shape
+    columns, rows = shape[-1], math.prod(shape[:-1])
+    e = _Emitter(plan, shape, "v")
+    result = e.value(plan.output)
+    inner = "\n".join(f"            {line}" for line in e.lines)
+    if variant.cpu_loop == "flat":
+        return (f"    const long long n = {rows * columns}LL;\n#pragma omp parallel for simd schedule(static)\n"
+                f"    for (long long i = 0; i < n; ++i) {{\n        const long long r = i / {columns}LL, c = i % {columns}LL;\n"
+                f"        (void)r; (void)c;\n{inner}\n            o[i] = {result};\n    }}")
+    return (f"#pragma omp parallel for schedule(static)\n    for (long long r = 0; r < {rows}LL; ++r) {{\n"
+            f"#pragma omp simd\n        for (long long c = 0; c < {columns}LL; ++c) {{\n"
+            f"            const long long i = r * {columns}LL + c; (void)i;\n{inner}\n            o[i] = {result};\n        }}\n    }}")
+
+
+def _cpp_row(plan: Plan) -> str:
+    row = plan.row
+    assert row is not None
+    in_shape, out_shape = _row_shapes(plan)
+    columns, rows = in_shape[-1], math.prod(in_shape[:-1])
+    pro = _Emitter(plan, in_shape, "x")
+    source = pro.value(row.source)
+    load = "\n".join(f"            {line}" for line in pro.lines)
+    weight = _vector(plan, row.weight, in_shape)
+    bias = _vector(plan, row.bias, in_shape)
+    epi = _epilogue(plan, out_shape)
+    result = epi.value(plan.output)
+    write = "\n".join(f"                {line}" for line in epi.lines)
+    kind = row.kind
+    if kind in ("sum", "mean", "amax"):
+        reduce = ("double acc = 0.0;\n            for (long long c = 0; c < C; ++c) acc += buf[c];\n"
+                  f"            const float y = (float){'acc' if kind == 'sum' else 'acc / C'};"
+                  if kind != "amax" else
+                  "float acc = -INFINITY;\n            for (long long c = 0; c < C; ++c) { const float v = buf[c]; "
+                  "acc = (v != v || v > acc) ? v : acc; }\n            const float y = acc;")
+        tail = (f"            {reduce}\n            {{\n                const long long c = 0, i = r; (void)c; (void)i;\n"
+                f"{write}\n                o[r] = {result};\n            }}")
+    else:
+        stats = {
+            "softmax": "float m = -INFINITY; for (long long c = 0; c < C; ++c) m = std::max(m, buf[c]);\n"
+                       "            double s = 0.0; for (long long c = 0; c < C; ++c) { buf[c] = ks_exp(buf[c] - m); s += buf[c]; }\n"
+                       "            const float inv = (float)(1.0 / s);",
+            "log_softmax": "float m = -INFINITY; for (long long c = 0; c < C; ++c) m = std::max(m, buf[c]);\n"
+                           "            double s = 0.0; for (long long c = 0; c < C; ++c) s += ks_exp(buf[c] - m);\n"
+                           "            const float shift = m + (float)std::log(s);",
+            "layer_norm": "double s = 0.0; for (long long c = 0; c < C; ++c) s += buf[c];\n"
+                          "            const double mean = s / C; double q = 0.0;\n"
+                          "            for (long long c = 0; c < C; ++c) { const double d = buf[c] - mean; q += d * d; }\n"
+                          f"            const float rstd = (float)(1.0 / std::sqrt(q / C + {row.eps!r})); const float fm = (float)mean;",
+            "rms_norm": "double q = 0.0; for (long long c = 0; c < C; ++c) q += (double)buf[c] * buf[c];\n"
+                        f"            const float rstd = (float)(1.0 / std::sqrt(q / C + {row.eps!r}));",
+        }[kind]
+        y = {"softmax": "buf[c] * inv", "log_softmax": "buf[c] - shift",
+             "layer_norm": f"(buf[c] - fm) * rstd{weight}{bias}", "rms_norm": f"buf[c] * rstd{weight}"}[kind]
+        tail = (f"            {stats}\n            for (long long c = 0; c < C; ++c) {{\n"
+                f"                const long long i = r * C + c; (void)i;\n                const float y = {y};\n"
+                f"{write}\n                o[i] = {result};\n            }}")
+    return (f"    const long long C = {columns}LL;\n#pragma omp parallel\n    {{\n        std::vector<float> buf(C);\n"
+            f"#pragma omp for schedule(static)\n        for (long long r = 0; r < {rows}LL; ++r) {{\n"
+            f"            for (long long c = 0; c < C; ++c) {{\n                const long long i = r * C + c; (void)i;\n"
+            f"{_indent(load, 4)}\n                buf[c] = {source};\n            }}\n{tail}\n        }}\n    }}")
+
+
+def _vector(plan: Plan, leaf: Leaf | None, shape: tuple[int, ...]) -> str:
+    """` * p3[c]` for a norm's weight (` + p4[c]` is written by the caller's template), or nothing."""
+    if leaf is None:
+        return ""
+    index = index_expr(broadcast_leaf(leaf, shape), shape)
+    sign = " + " if leaf is plan.row.bias else " * "  # type: ignore[union-attr]
+    return f"{sign}p{plan.bases().index(leaf.source)}[{index}]"
+
+
+def _indent(text: str, spaces: int) -> str:
+    return "\n".join(" " * spaces + line for line in text.splitlines())
+
+
+# ---------------------------------------------------------------------------------------- CUDA
+
+_CUDA_HEAD = """#include <torch/extension.h>
+#include <cuda_runtime.h>
+#include <vector>
+
+#define KS_LAUNCH_CHECK() do { const cudaError_t e = cudaGetLastError(); \\
+    TORCH_CHECK(e == cudaSuccess, "kernel launch failed: ", cudaGetErrorString(e)); } while (0)
+
+static int sm_count() {
+    static int sms = 0;
+    if (sms == 0) {
+        int dev = 0;
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    }
+    return sms;
+}
+
+// Block-wide reductions: warp shuffles, then one value per warp through shared memory.
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int s = 16; s > 0; s >>= 1) { const float o = __shfl_xor_sync(0xffffffffu, v, s); v = (o != o || o > v) ? o : v; }
+    return v;
+}
+// Max propagates NaN like torch.amax; the identity is 0 for sums and -inf for maxima.
+template <bool Max>
+__device__ float block_reduce(float v, float* red) {
+    v = Max ? warp_max(v) : warp_sum(v);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    __syncthreads();  // every thread has read red[0] of the previous reduction
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = threadIdx.x < warps ? red[threadIdx.x] : (Max ? -INFINITY : 0.0f);
+    if (warp == 0) v = Max ? warp_max(v) : warp_sum(v);
+    if (threadIdx.x == 0) red[0] = v;
+    __syncthreads();
+    return red[0];
+}
+__device__ __forceinline__ float block_sum(float v, float* red) { return block_reduce<false>(v, red); }
+__device__ __forceinline__ float block_max(float v, float* red) { return block_reduce<true>(v, red); }
+"""
+
+
+def _cuda(plan: Plan, variant: Variant) -> str:
+    body = _cuda_row(plan, variant) if plan.row is not None else _cuda_pointwise(plan, variant)
+    return f"{_CUDA_HEAD}{ops.CUDA_MATH}\n{body}".replace(
+        "torch::Tensor run(std::vector<torch::Tensor> ts) {", "torch::Tensor run(std::vector<torch::Tensor> ts, int64_t stream) {")
+
+
+def _cuda_pointwise(plan: Plan, variant: Variant) -> str:
+    shape = plan.shape
+    columns, n = shape[-1], math.prod(shape)
+    e = _Emitter(plan, shape, "v")
+    result = e.value(plan.output)
+    scalar_body = "\n".join(f"        {line}" for line in e.lines)
+    kernels = [f"__global__ void pointwise(const {_params(plan)[6:]}) {{\n"
+               f"    const long long stride = (long long)gridDim.x * blockDim.x;\n"
+               f"    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < {n}LL; i += stride) {{\n"
+               f"        const long long r = i / {columns}LL, c = i - r * {columns}LL; (void)r; (void)c;\n"
+               f"{scalar_body}\n        o[i] = {result};\n    }}\n}}"]
+    launch = (f"    const int threads = {variant.block};\n"
+              f"    auto cu_stream = reinterpret_cast<cudaStream_t>(stream);\n")
+    scalar_launch = (f"pointwise<<<(int)std::min<long long>(({n}LL + threads - 1) / threads, (long long)sm_count() * 16), "
+                     f"threads, 0, cu_stream>>>({_pointers(plan)});")
+    if variant.vec == 4 and columns % 4 == 0:
+        kernels.append(_cuda_vec4(plan))
+        aligned = " | ".join(f"reinterpret_cast<uintptr_t>(p{k})" for k in range(len(plan.bases())))
+        launch += (f"    if ((({aligned} | reinterpret_cast<uintptr_t>(o)) % 16) == 0) {{\n"
+                   f"        pointwise4<<<(int)std::min<long long>(({n // 4}LL + threads - 1) / threads, "
+                   f"(long long)sm_count() * 16), threads, 0, cu_stream>>>({_pointers(plan)});\n"
+                   f"    }} else {{\n        {scalar_launch}\n    }}\n")
+    else:
+        launch += f"    {scalar_launch}\n"
+    launch += "    KS_LAUNCH_CHECK();"
+    return "\n\n".join(kernels) + (f"\n\ntorch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, True)}\n"
+                                   f"{launch}\n    return out;\n}}")
+
+
+def _cuda_vec4(plan: Plan) -> str:
+    """Four consecutive elements of one row per thread: float4 loads for operands read along the row
+    with stride 1 and 16-byte-aligned rows, one load for operands constant along the row."""
+    shape = plan.shape
+    columns, n = shape[-1], math.prod(shape)
+    lines = [f"        const long long i0 = q * 4, r = i0 / {columns}LL, c0 = i0 - r * {columns}LL; (void)r;"]
+    vec_loads: dict[Leaf, str] = {}
+    for k, leaf in enumerate(plan.leaves()):
+        view = broadcast_leaf(leaf, shape)
+        aligned = view.offset % 4 == 0 and all(s % 4 == 0 for s in view.strides[:-1])
+        if view.strides[-1] == 1 and aligned:
+            index = index_expr(view, shape).replace("c", "c0").replace("i", "i0") if False else \
+                _index_at(view, shape, "c0", "i0")
+            base = plan.bases().index(leaf.source)
+            lines.append(f"        const float4 w{k} = *reinterpret_cast<const float4*>(&p{base}[{index}]);")
+            vec_loads[leaf] = f"w{k}"
+    outs = []
+    for j, comp in enumerate("xyzw"):
+        e = _Emitter(plan, shape, f"v{j}_")
+        for leaf, name in vec_loads.items():
+            e.names[leaf] = f"{name}.{comp}"
+        e.leaf_index = lambda leaf, j=j: _index_at(broadcast_leaf(leaf, shape), shape, f"(c0 + {j})", f"(i0 + {j})")
+        value = e.value(plan.output)
+        lines.append("        {\n" + "\n".join(f"            {line}" for line in e.lines) + f"\n            out4.{comp} = {value};\n        }}")
+        outs.append(value)
+    body = "\n".join(lines)
+    return (f"__global__ void pointwise4(const {_params(plan)[6:]}) {{\n"
+            f"    const long long stride = (long long)gridDim.x * blockDim.x;\n"
+            f"    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < {n // 4}LL; q += stride) {{\n"
+            f"        float4 out4;\n{body}\n        *reinterpret_cast<float4*>(&o[q * 4]) = out4;\n    }}\n}}")
+
+
+def _index_at(view: Leaf, shape: tuple[int, ...], c: str, i: str) -> str:
+    """index_expr with the column and flat index given as expressions."""
+    text = index_expr(view, shape)
+    # index_expr names only r, c and i; rename the last two as whole words.
+    import re
+
+    return re.sub(r"\bi\b", i, re.sub(r"\bc\b", c, text))
+
+
+def _cuda_row(plan: Plan, variant: Variant) -> str:
+    row = plan.row
+    assert row is not None
+    in_shape, out_shape = _row_shapes(plan)
+    columns, rows = in_shape[-1], math.prod(in_shape[:-1])
+    kind = row.kind
+    pro = _Emitter(plan, in_shape, "x")
+    source = pro.value(row.source)
+    load = "\n".join(f"        {line}" for line in pro.lines)
+    loop = f"for (long long c = threadIdx.x; c < C; c += blockDim.x) {{\n        const long long i = r * C + c; (void)i;\n{load}\n"
+
+    def pass_(body: str) -> str:
+        return f"    {loop}        const float xv = {source};\n        {body}\n    }}\n"
+
+    weight, bias = _vector(plan, row.weight, in_shape), _vector(plan, row.bias, in_shape)
+    epi = _epilogue(plan, out_shape)
+    result = epi.value(plan.output)
+    write = "\n".join(f"        {line}" for line in epi.lines)
+    if kind in ("sum", "mean", "amax"):
+        if kind == "amax":
+            body = pass_("acc = (xv != xv || xv > acc) ? xv : acc;") + "    const float y = block_max(acc, red);\n"
+            init = "float acc = -INFINITY;"
+        else:
+            body = pass_("acc += xv;") + f"    const float y = block_sum(acc, red){' / (float)C' if kind == 'mean' else ''};\n"
+            init = "float acc = 0.0f;"
+        tail = (f"    if (threadIdx.x == 0) {{\n        const long long c = 0, i = r; (void)c; (void)i;\n{write}\n"
+                f"        o[r] = {result};\n    }}")
+        main = f"    {init}\n{body}{tail}"
+    else:
+        stats = {
+            "softmax": "float m = -INFINITY;\n" + pass_("m = (xv != xv || xv > m) ? xv : m;") + "    m = block_max(m, red);\n"
+                       "    float s = 0.0f;\n" + pass_("s += expf(xv - m);") + "    const float inv = 1.0f / block_sum(s, red);\n",
+            "log_softmax": "float m = -INFINITY;\n" + pass_("m = (xv != xv || xv > m) ? xv : m;") + "    m = block_max(m, red);\n"
+                           "    float s = 0.0f;\n" + pass_("s += expf(xv - m);") + "    const float shift = m + logf(block_sum(s, red));\n",
+            "layer_norm": "float s = 0.0f;\n" + pass_("s += xv;") + "    const float mean = block_sum(s, red) / (float)C;\n"
+                          "    float q = 0.0f;\n" + pass_("const float d = xv - mean; q += d * d;") +
+                          f"    const float rstd = rsqrtf(block_sum(q, red) / (float)C + {ops.literal(row.eps)});\n",
+            "rms_norm": "float q = 0.0f;\n" + pass_("q += xv * xv;") +
+                        f"    const float rstd = rsqrtf(block_sum(q, red) / (float)C + {ops.literal(row.eps)});\n",
+        }[kind]
+        y = {"softmax": "expf(xv - m) * inv", "log_softmax": "xv - shift",
+             "layer_norm": f"(xv - mean) * rstd{weight}{bias}", "rms_norm": f"xv * rstd{weight}"}[kind]
+        main = "    " + stats + pass_(f"const float y = {y};\n{write}\n        o[i] = {result};")
+    kernel = (f"__global__ void row_kernel(const {_params(plan)[6:]}) {{\n    __shared__ float red[32];\n"
+              f"    const long long r = blockIdx.x;\n    const long long C = {columns}LL;\n{main}}}")
+    launch = (f"    row_kernel<<<{rows}, {variant.block}, 0, reinterpret_cast<cudaStream_t>(stream)>>>({_pointers(plan)});\n"
+              "    KS_LAUNCH_CHECK();")
+    return f"{kernel}\n\ntorch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, True)}\n{launch}\n    return out;\n}}"

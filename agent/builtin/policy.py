@@ -1,0 +1,109 @@
+"""The built-in policy: a performance engineer without a language model.
+
+Turn 1 traces the problem (in the sandbox), plans a fused kernel, and writes the first variant with
+write_candidate. Each later turn reads the verdicts so far from the conversation (as a model would),
+writes the next variant, and finally submits the fastest accepted one. Its text says what it found
+and why it tries what it tries, and streams like a model's. A module it cannot handle ends the run
+with a PolicyError naming what is unsupported: never a fake result.
+
+The policy keeps no state between turns: everything is read off the conversation, so a resumed run
+continues where it stopped.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from agent.builtin.codegen import Variant, candidate_source, variants
+from agent.builtin.lower import Plan, Unsupported, describe, lower
+from agent.evaluate import ProblemError
+from agent.policies.base import PolicyError, PolicyTurn, ToolCall
+
+Tracer = Callable[[str], dict[str, Any]]
+_STATUS = re.compile(r"^status: (\w+)", re.M)
+_CANDIDATE_MS = re.compile(r"^\s*candidate\s+([0-9.]+)", re.M)
+_SPEEDUP = re.compile(r"^\s*eager\s+[0-9.]+ \[[^\]]*\]\s+speedup ([0-9.]+)x", re.M)
+
+
+class BuiltinPolicy:
+    """problem_source: the module being optimized; tracer: runs agent.builtin.trace in a sandbox
+    (Evaluator.trace_problem); device: "cpu" or "cuda"."""
+
+    def __init__(self, problem_source: str, tracer: Tracer, device: str, chunk_chars: int = 80) -> None:
+        self.problem_source, self.tracer, self.device = problem_source, tracer, device
+        self.name = "builtin"
+        self.chunk_chars = chunk_chars
+        self._plan: Plan | None = None
+
+    def plan(self) -> Plan:
+        if self._plan is None:
+            try:
+                traced = self.tracer(self.problem_source)
+            except ProblemError as exc:
+                raise PolicyError(str(exc)) from None
+            try:
+                self._plan = lower(traced)
+            except Unsupported as exc:
+                raise PolicyError(f"the built-in policy cannot optimize this module: {exc}. It fuses chains of "
+                                  "pointwise ops, one row operation (softmax, log_softmax, layer_norm, rms_norm, "
+                                  "sum, mean, amax over the last dimension) and the pointwise epilogue of one "
+                                  "GEMM or convolution, in float32; use an LLM endpoint for anything else") from None
+        return self._plan
+
+    def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                on_text: Callable[[str], None] | None = None) -> PolicyTurn:
+        plan = self.plan()
+        options = variants(plan, self.device)
+        tried = _tried(messages)
+        turn_index = sum(1 for m in messages if m["role"] == "assistant")
+        if len(tried) < len(options):
+            variant = options[len(tried)]
+            text = self._proposal(plan, variant, tried, len(options))
+            call = ToolCall(f"call_{turn_index}_0", "write_candidate",
+                            json.dumps({"source": candidate_source(plan, variant, self.device)}))
+        else:
+            accepted = [t for t in tried if t["status"] == "accepted"]
+            if not accepted:
+                raise PolicyError("none of the built-in policy's kernels was accepted: "
+                                  + "; ".join(f"variant {i + 1}: {t['status']}" for i, t in enumerate(tried))
+                                  + ". This is a gap in our templates; please report the problem module")
+            best = max(accepted, key=lambda t: t["speedup"] or 0.0)
+            text = (f"All {len(options)} variants measured. The fastest accepted one is variant "
+                    f"{tried.index(best) + 1} ({_figures(best)}); submitting it.")
+            call = ToolCall(f"call_{turn_index}_0", "submit", json.dumps({"candidate": "best"}))
+        if on_text is not None:
+            for i in range(0, len(text), self.chunk_chars):
+                on_text(text[i:i + self.chunk_chars])
+        return PolicyTurn(text, [call], finish_reason="tool_calls")
+
+    def _proposal(self, plan: Plan, variant: Variant, tried: list[dict[str, Any]], total: int) -> str:
+        if not tried:
+            return (f"Analysis: {describe(plan)} The work is memory-bound, so the goal is one pass over memory. "
+                    f"Variant 1 of {total}: {variant.label}.")
+        last = tried[-1]
+        verdict = f"Variant {len(tried)} was {last['status']}" + (f" ({_figures(last)})" if last["ms"] else "")
+        return f"{verdict}. Next, variant {len(tried) + 1} of {total}: {variant.label}."
+
+
+def _figures(t: dict[str, Any]) -> str:
+    parts = [f"{t['ms']:.4f} ms"] if t["ms"] is not None else []
+    if t["speedup"] is not None:
+        parts.append(f"{t['speedup']:.2f}x vs eager")
+    return ", ".join(parts) or "not timed"
+
+
+def _tried(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The verdict of every write_candidate so far, read from the tool results as a model reads them."""
+    calls = {c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls", [])
+             if c["function"]["name"] == "write_candidate"}
+    out = []
+    for m in messages:
+        if m["role"] == "tool" and m.get("tool_call_id") in calls:
+            text = m.get("content") or ""
+            status = _STATUS.search(text)
+            ms, speedup = _CANDIDATE_MS.search(text), _SPEEDUP.search(text)
+            out.append({"status": status.group(1) if status else "error",
+                        "ms": float(ms.group(1)) if ms else None, "speedup": float(speedup.group(1)) if speedup else None})
+    return out

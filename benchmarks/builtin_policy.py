@@ -1,0 +1,208 @@
+"""The built-in policy over examples/*.py: how many it gets accepted, and how fast those kernels are.
+
+Each example runs in its own `python -m agent optimize ... --policy builtin --json` process, so a crash
+or a hang in one cannot take the others down; a run that prints no JSON, exits abnormally or runs past
+--timeout counts as not accepted, with the reason (and the tail of its stderr) recorded.
+
+Usage: python benchmarks/builtin_policy.py --device cuda --max-turns 8 --out results.json
+       python benchmarks/builtin_policy.py --device cpu --only relu_scale_bias,softmax_rows
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+STDERR_TAIL = 2000  # enough for a traceback's last frames without flooding the results file
+
+Result = dict[str, Any]
+
+
+def run_example(path: Path, *, device: str, max_turns: int, timeout: float) -> Result:
+    """One optimize run in a fresh process."""
+    command = [sys.executable, "-m", "agent", "optimize", str(path), "--policy", "builtin",
+               "--device", device, "--json", "--max-turns", str(max_turns)]
+    return run_command(path.stem, command, timeout)
+
+
+def run_command(example: str, command: list[str], timeout: float) -> Result:
+    """Run one optimize command; always returns a result, never raises for the run's own failures."""
+    started = time.monotonic()
+    # A session of its own, so a timeout can end the run's sandbox and compiler processes with it.
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # the whole group ended between the timeout and the kill
+        try:
+            _, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # a process outside the group still holds the pipes
+            proc.wait()  # the run itself led the group, so it is dead already
+            stderr = ""
+        return _failure(example, f"timeout after {timeout:g} s", stderr, proc.returncode, time.monotonic() - started)
+    elapsed = time.monotonic() - started
+    outcome = _json_document(stdout)
+    if outcome is None:
+        return _failure(example, f"exit {proc.returncode} without a JSON result", stderr, proc.returncode, elapsed)
+    if not isinstance(outcome, dict):
+        return _failure(example, f"exit {proc.returncode} with JSON that is not an object", stderr, proc.returncode, elapsed)
+    # Exit 1 with JSON is an ordinary "ran, nothing accepted"; the outcome says why.
+    return {**outcome, "example": example, "exit_code": proc.returncode, "stderr_tail": stderr[-STDERR_TAIL:],
+            "process_seconds": elapsed}
+
+
+def _json_document(stdout: str) -> Any:
+    """The run's JSON: the whole of stdout, or else its last line (should a library have printed before it)."""
+    lines = stdout.strip().splitlines()
+    for text in (stdout, lines[-1] if lines else ""):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            continue
+    return None
+
+
+def _failure(example: str, reason: str, stderr: str | None, exit_code: int | None, elapsed: float) -> Result:
+    tail = (stderr or "")[-STDERR_TAIL:]
+    last_line = next((line for line in reversed(tail.splitlines()) if line.strip()), "")
+    return {"example": example, "status": "failed", "stop_reason": f"{reason}: {last_line}" if last_line else reason,
+            "policy": "builtin", "turns": None, "wall_seconds": elapsed, "verdict": None,
+            "exit_code": exit_code, "stderr_tail": tail, "process_seconds": elapsed}
+
+
+def accepted(result: Result) -> bool:
+    verdict = result.get("verdict")
+    return isinstance(verdict, dict) and verdict.get("status") == "accepted"
+
+
+def _timing(result: Result, key: str) -> float | None:
+    timing = (result.get("verdict") or {}).get("timing") or {}
+    value = timing.get(key)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _geomean(values: list[float]) -> float | None:
+    positive = [v for v in values if v > 0]
+    return math.exp(sum(math.log(v) for v in positive) / len(positive)) if positive else None
+
+
+def summarise(results: list[Result]) -> dict[str, Any]:
+    """Acceptance over all examples; speedups over the accepted ones only (a failure has no speed)."""
+    good = [r for r in results if accepted(r)]
+    vs_eager = [v for r in good if (v := _timing(r, "speedup_vs_eager")) is not None]
+    # The compile baseline can be missing (it failed or was skipped); average over the ones that have it.
+    vs_compile = [v for r in good if (v := _timing(r, "speedup_vs_compile")) is not None]
+    total = len(results)
+    return {"accepted": len(good), "total": total, "accepted_pct": 100.0 * len(good) / total if total else 0.0,
+            "geomean_vs_eager": _geomean(vs_eager), "geomean_vs_compile": _geomean(vs_compile),
+            "compile_compared": len(vs_compile)}
+
+
+def _cell(text: str) -> str:
+    # A stop reason can hold pipes and newlines, which would break the table's row.
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _num(value: float | None, digits: int, suffix: str = "") -> str:
+    return "—" if value is None else f"{value:.{digits}f}{suffix}"
+
+
+def markdown(results: list[Result], summary: dict[str, Any], machine: str) -> str:
+    lines = ["| example | accepted | speedup vs eager | speedup vs torch.compile | candidate ms | eager ms | compile ms | turns | wall s |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        verdict_status = (r.get("verdict") or {}).get("status")
+        why = r.get("stop_reason") or verdict_status or r.get("status") or "unknown"
+        ok = "yes" if accepted(r) else f"no ({_cell(str(why))})"
+        turns = r.get("turns")
+        wall = r.get("wall_seconds")
+        lines.append(f"| {r['example']} | {ok} | {_num(_timing(r, 'speedup_vs_eager'), 2, 'x')} "
+                     f"| {_num(_timing(r, 'speedup_vs_compile'), 2, 'x')} | {_num(_timing(r, 'candidate_ms'), 4)} "
+                     f"| {_num(_timing(r, 'eager_ms'), 4)} | {_num(_timing(r, 'compile_ms'), 4)} "
+                     f"| {'—' if turns is None else turns} | {_num(wall, 1)} |")
+    s = summary
+    lines += ["", f"accepted {s['accepted']}/{s['total']} ({s['accepted_pct']:.0f}%); geometric-mean speedup over the "
+                  f"accepted: {_num(s['geomean_vs_eager'], 2, 'x')} vs eager, "
+                  f"{_num(s['geomean_vs_compile'], 2, 'x')} vs torch.compile "
+                  f"({s['compile_compared']} with a compile baseline); machine: {machine}"]
+    return "\n".join(lines) + "\n"
+
+
+def machine(device: str) -> str:
+    if device == "cuda":
+        try:
+            hardware = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=30).stdout.strip().replace("\n", ", ") or "unknown GPU"
+        except (OSError, subprocess.TimeoutExpired):
+            hardware = "unknown GPU (nvidia-smi not available)"
+    else:
+        hardware = f"{_cpu_model()}, {os.cpu_count()} cores"
+    try:
+        # The installed version, read without importing torch: this script only starts processes.
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = "not installed"
+    return f"torch {torch_version}, {hardware}"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _examples(only: str | None) -> list[Path]:
+    if not only:
+        return sorted(EXAMPLES.glob("*.py"))
+    paths = [EXAMPLES / f"{name.strip().removesuffix('.py')}.py" for name in only.split(",") if name.strip()]
+    missing = [p.stem for p in paths if not p.is_file()]
+    if missing:
+        raise SystemExit(f"error: no example {', '.join(missing)} in {EXAMPLES}; pass names from examples/*.py to --only")
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda", help="where candidates are built and timed")
+    parser.add_argument("--only", default=None, help="comma-separated example names (default: every examples/*.py)")
+    parser.add_argument("--max-turns", type=int, default=8, help="model turns per example")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per example before it is killed")
+    parser.add_argument("--out", type=Path, default=None, help="write the raw results as JSON here")
+    args = parser.parse_args(argv)
+    paths = _examples(args.only)
+    results = []
+    for path in paths:
+        print(f"{path.stem} ...", file=sys.stderr, flush=True)
+        result = run_example(path, device=args.device, max_turns=args.max_turns, timeout=args.timeout)
+        print(f"{path.stem}: {'accepted' if accepted(result) else result.get('stop_reason')}", file=sys.stderr, flush=True)
+        results.append(result)
+    summary = summarise(results)
+    host = machine(args.device)
+    if args.out:
+        args.out.write_text(json.dumps({"device": args.device, "max_turns": args.max_turns, "machine": host,
+                                        "summary": summary, "results": results}, indent=2))
+    print(markdown(results, summary, host), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

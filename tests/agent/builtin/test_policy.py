@@ -1,0 +1,72 @@
+"""The built-in policy through the real tools: `python -m agent optimize --policy builtin` on our
+examples, on the CPU here; its CUDA kernels are compiled here with nvcc (run on the GPU box)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.builtin.codegen import candidate_source, variants
+from agent.builtin.lower import lower
+from agent.builtin.policy import BuiltinPolicy
+from agent.evaluate import EvalConfig
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "examples"
+
+
+def optimize(problem: Path, *extra: str) -> tuple[int, dict, str]:
+    proc = subprocess.run([sys.executable, "-m", "agent", "optimize", str(problem), "--policy", "builtin", "--device", "cpu",
+                           "--json", "--no-compile-baseline", *extra], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else {}, proc.stderr
+
+
+@pytest.mark.parametrize("name", ["gelu_tanh_bias", "rms_norm"])
+def test_it_returns_an_accepted_kernel_and_submits_the_fastest_variant(name):
+    code, out, log = optimize(EXAMPLES / f"{name}.py")
+    assert code == 0 and out["status"] == "submitted", log[-3000:]
+    assert out["policy"] == "builtin" and out["verdict"]["status"] == "accepted"
+    assert out["verdict"]["timing"]["speedup_vs_eager"] > 0 and "Analysis:" in log
+    assert "Written by Kernel Studio's built-in policy" in out["best_source"]
+
+
+def test_a_module_it_cannot_handle_ends_with_the_reason_and_no_kernel(tmp_path):
+    problem = tmp_path / "sort.py"
+    problem.write_text("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                       "        return torch.sort(x, dim=-1).values\n\ndef get_inputs():\n    return [torch.randn(8, 8)]\n\n"
+                       "def get_init_inputs():\n    return []\n")
+    code, out, log = optimize(problem)
+    assert code == 1 and out["status"] == "failed" and out["verdict"] is None
+    assert "cannot optimize this module" in out["stop_reason"] and "sort" in out["stop_reason"]
+
+
+def test_each_turn_reads_the_last_verdict_like_a_model_would(evaluator):
+    source = (EXAMPLES / "relu_scale_bias.py").read_text()
+    policy = BuiltinPolicy(source, evaluator.trace_problem, "cpu")
+    chunks: list[str] = []
+    first = policy.respond([{"role": "system", "content": "x"}], [], chunks.append)
+    assert "".join(chunks) == first.text and first.tool_calls[0].name == "write_candidate"
+    history = [first.as_message(), {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content":
+               "status: accepted (reached stage timing)\ntiming (median ms [p10-p90]):\n  candidate     0.5000 [0.4-0.6]\n"
+               "  eager         1.0000 [0.9-1.1]  speedup 2.00x"}]
+    second = policy.respond(history, [])
+    assert "Variant 1 was accepted (0.5000 ms, 2.00x vs eager)" in second.text
+    assert second.tool_calls[0].name == "write_candidate"
+    third = policy.respond(history + [second.as_message(), {"role": "tool", "tool_call_id": second.tool_calls[0].id,
+                                                            "content": "status: incorrect (reached stage correctness)"}], [])
+    assert third.tool_calls[0].name == "submit" and "variant 1" in third.text
+
+
+@pytest.mark.parametrize("name", ["gelu_tanh_bias", "residual_layer_norm"])
+def test_its_cuda_kernels_compile_with_nvcc(evaluator, name):
+    import shutil
+
+    if not shutil.which("nvcc"):
+        pytest.skip("needs nvcc (the CUDA toolkit) to compile the CUDA templates")
+    plan = lower(evaluator.trace_problem((EXAMPLES / f"{name}.py").read_text()))
+    source = candidate_source(plan, variants(plan, "cuda")[0], "cuda")
+    info, header = evaluator.build(source, EvalConfig(device="cuda"))
+    assert header.get("ok"), (header.get("error"), info.log[-3000:])
