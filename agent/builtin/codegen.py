@@ -49,7 +49,7 @@ def candidate_source(plan: Plan, variant: Variant, device: str) -> str:
                  f'                   cuda_sources=KERNEL, functions=["run"], extra_cuda_cflags=["-O3"])')
     else:
         build = (f'_ext = load_inline(name="{name}", cpp_sources=KERNEL, functions=["run"],\n'
-                 f'                   extra_cflags=["-O3", "-fopenmp", "-fno-trapping-math"], extra_ldflags=["-fopenmp"])')
+                 f'                   extra_cflags=["-O3", "-march=native", "-fopenmp", "-fno-trapping-math"], extra_ldflags=["-fopenmp"])')
     return _MODULE.format(variant=variant.label, kernel=kernel, build=build, init=_init(plan), forward=_forward(plan, device))
 
 
@@ -196,22 +196,28 @@ def index_expr(view: Leaf, shape: tuple[int, ...]) -> str:
     return " + ".join(terms) or "0"
 
 
+_C_TYPES = {"float32": ("float", "torch::kFloat32"), "int64": ("int64_t", "torch::kInt64")}
+
+
 def _checks(plan: Plan, cuda: bool) -> str:
     device = "is_cuda()" if cuda else "is_cpu()"
     lines = [f'TORCH_CHECK(ts.size() == {len(plan.bases())}, "run: expected {len(plan.bases())} tensors");']
     for k, base in enumerate(plan.bases()):
         shape = plan.base_shape(base)
+        ctype, scalar = _C_TYPES[plan.base_dtype(base)]
         lines += [f"auto t{k} = ts[{k}].contiguous();",
-                  f'TORCH_CHECK(t{k}.{device} && t{k}.scalar_type() == torch::kFloat32 && t{k}.numel() == {math.prod(shape)}LL, '
-                  f'"run: tensor {k} ({base}) must be float32 with shape {list(shape)} on this device");',
-                  f"const float* __restrict__ p{k} = t{k}.data_ptr<float>();"]
-    lines.append(f"auto out = torch::empty({{{', '.join(map(str, plan.shape))}}}, t0.options());")
+                  f'TORCH_CHECK(t{k}.{device} && t{k}.scalar_type() == {scalar} && t{k}.numel() == {math.prod(shape)}LL, '
+                  f'"run: tensor {k} ({base}) must be {plan.base_dtype(base)} with shape {list(shape)} on this device");',
+                  f"const {ctype}* __restrict__ p{k} = t{k}.data_ptr<{ctype}>();"]
+    float_base = next(k for k, b in enumerate(plan.bases()) if plan.base_dtype(b) == "float32")
+    lines.append(f"auto out = torch::empty({{{', '.join(map(str, plan.shape))}}}, t{float_base}.options());")
     lines.append("float* __restrict__ o = out.data_ptr<float>();")
     return "\n    ".join(lines)
 
 
 def _params(plan: Plan) -> str:
-    return ", ".join(f"const float* __restrict__ p{k}" for k in range(len(plan.bases()))) + ", float* __restrict__ o"
+    return ", ".join(f"const {_C_TYPES[plan.base_dtype(b)][0]}* __restrict__ p{k}"
+                     for k, b in enumerate(plan.bases())) + ", float* __restrict__ o"
 
 
 def _pointers(plan: Plan) -> str:
@@ -264,9 +270,47 @@ def _cpp_pointwise(plan: Plan, variant: Variant) -> str:
             f"            const long long i = r * {columns}LL + c; (void)i;\n{inner}\n            o[i] = {result};\n        }}\n    }}")
 
 
+def _cross_entropy_parts(plan: Plan) -> tuple[int, int, str, str]:
+    """(rows, columns, C expression of logit (r, c), C expression of row r's target)."""
+    row = plan.row
+    assert row is not None and row.target is not None
+    rows, columns = row.source.shape  # type: ignore[union-attr]
+    pro = _Emitter(plan, (rows, columns), "x")
+    assert isinstance(row.source, Leaf), "cross_entropy reads its logits directly"
+    logit = f"p{plan.bases().index(row.source.source)}[{pro.leaf_index(row.source)}]"
+    # The targets are one per row: in their own 1-D shape, the "column" and the flat index are both r.
+    target = f"p{plan.bases().index(row.target.source)}[{_index_at(broadcast_leaf(row.target, (rows,)), (rows,), 'r', 'r')}]"
+    return rows, columns, logit, target
+
+
+def _cpp_cross_entropy(plan: Plan) -> str:
+    row = plan.row
+    assert row is not None
+    rows, columns, logit, target = _cross_entropy_parts(plan)
+    ignore = f"{row.ignore_index}LL"
+    store = (f"o[r] = t == {ignore} ? 0.0f : loss;" if row.reduction == "none" else
+             f"if (t != {ignore}) {{ total += loss; count += 1; }}")
+    final = {"none": "", "sum": "    o[0] = (float)total;",
+             # 0/0 is NaN when every target is ignored, as in PyTorch.
+             "mean": "    o[0] = (float)(total / (double)count);"}[row.reduction]
+    at = "const long long i = r * C + c; (void)i;"
+    return (f"    const long long C = {columns}LL;\n    double total = 0.0; long long count = 0;\n"
+            f"#pragma omp parallel for schedule(static) reduction(+:total, count)\n"
+            f"    for (long long r = 0; r < {rows}LL; ++r) {{\n"
+            f"        float m = -INFINITY;\n"
+            f"        for (long long c = 0; c < C; ++c) {{ {at} const float v = {logit}; m = (v != v || v > m) ? v : m; }}\n"
+            f"        double s = 0.0;\n"
+            f"        for (long long c = 0; c < C; ++c) {{ {at} s += ks_exp({logit} - m); }}\n"
+            f"        const long long t = {target};\n        float picked = 0.0f;\n"
+            f"        if (t >= 0 && t < C) {{ const long long c = t; {at} picked = {logit}; }}\n"
+            f"        const float loss = m + (float)std::log(s) - picked;\n        {store}\n    }}\n{final}")
+
+
 def _cpp_row(plan: Plan) -> str:
     row = plan.row
     assert row is not None
+    if row.kind == "cross_entropy":
+        return _cpp_cross_entropy(plan)
     in_shape, out_shape = _row_shapes(plan)
     columns, rows = in_shape[-1], math.prod(in_shape[:-1])
     pro = _Emitter(plan, in_shape, "x")
@@ -448,9 +492,46 @@ def _index_at(view: Leaf, shape: tuple[int, ...], c: str, i: str) -> str:
     return re.sub(r"\bi\b", i, re.sub(r"\bc\b", c, text))
 
 
+def _cuda_cross_entropy(plan: Plan, variant: Variant) -> str:
+    """One block per row writes the row's loss (0 for an ignored target); for a reduced loss, one block
+    then adds them in a fixed tree order (float atomics would make the sum differ from run to run)."""
+    row = plan.row
+    assert row is not None and row.target is not None
+    rows, columns, logit, target = _cross_entropy_parts(plan)
+    ignore = row.ignore_index
+    per_row = (f"__global__ void ce_rows(const {_params(plan)[6:]}) {{\n    __shared__ float red[32];\n"
+               f"    const long long r = blockIdx.x, C = {columns}LL;\n    float m = -INFINITY;\n"
+               f"    for (long long c = threadIdx.x; c < C; c += blockDim.x) {{ const long long i = r * C + c; (void)i; "
+               f"const float v = {logit}; m = (v != v || v > m) ? v : m; }}\n    m = block_max(m, red);\n    float s = 0.0f;\n"
+               f"    for (long long c = threadIdx.x; c < C; c += blockDim.x) {{ const long long i = r * C + c; (void)i; "
+               f"s += expf({logit} - m); }}\n    s = block_sum(s, red);\n    if (threadIdx.x == 0) {{\n"
+               f"        const long long t = {target};\n        float picked = 0.0f;\n"
+               f"        if (t >= 0 && t < C) {{ const long long c = t, i = r * C + c; (void)i; picked = {logit}; }}\n"
+               f"        o[r] = t == {ignore}LL ? 0.0f : m + logf(s) - picked;\n    }}\n}}")
+    stream = "reinterpret_cast<cudaStream_t>(stream)"
+    if row.reduction == "none":
+        launch = f"    ce_rows<<<{rows}, {variant.block}, 0, {stream}>>>({_pointers(plan)});\n    KS_LAUNCH_CHECK();"
+        return f"{per_row}\n\ntorch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, True)}\n{launch}\n    return out;\n}}"
+    k = plan.bases().index(row.target.source)
+    total = (f"__global__ void ce_total(const float* __restrict__ losses, const int64_t* __restrict__ p{k}, "
+             f"float* __restrict__ o) {{\n    __shared__ float red[32];\n    float s = 0.0f, n = 0.0f;\n"
+             f"    for (long long r = threadIdx.x; r < {rows}LL; r += blockDim.x) {{\n"
+             f"        if ({target} != {ignore}LL) {{ s += losses[r]; n += 1.0f; }}\n    }}\n"
+             f"    s = block_sum(s, red);\n    n = block_sum(n, red);\n"
+             f"    if (threadIdx.x == 0) o[0] = {'s / n' if row.reduction == 'mean' else 's'};\n}}")
+    launch = (f"    auto losses = torch::empty({{{rows}}}, out.options());\n"
+              f"    ce_rows<<<{rows}, {variant.block}, 0, {stream}>>>({_pointers(plan).replace(', o', ', losses.data_ptr<float>()')});\n"
+              f"    KS_LAUNCH_CHECK();\n    ce_total<<<1, 1024, 0, {stream}>>>(losses.data_ptr<float>(), p{k}, o);\n"
+              f"    KS_LAUNCH_CHECK();")
+    return (f"{per_row}\n\n{total}\n\ntorch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, True)}\n"
+            f"{launch}\n    return out;\n}}")
+
+
 def _cuda_row(plan: Plan, variant: Variant) -> str:
     row = plan.row
     assert row is not None
+    if row.kind == "cross_entropy":
+        return _cuda_cross_entropy(plan, variant)
     in_shape, out_shape = _row_shapes(plan)
     columns, rows = in_shape[-1], math.prod(in_shape[:-1])
     kind = row.kind

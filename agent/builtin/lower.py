@@ -20,7 +20,7 @@ from typing import Any, Union
 from agent.builtin import ops
 
 FLOAT32_EPS = 1.1920928955078125e-07  # torch.finfo(torch.float32).eps: nn.RMSNorm's eps=None
-ROW_OPS = {"softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "mean", "amax"}
+ROW_OPS = {"softmax", "log_softmax", "layer_norm", "rms_norm", "sum", "mean", "amax", "cross_entropy"}
 NORM_MODULES = {"LayerNorm": "layer_norm", "RMSNorm": "rms_norm"}
 ACTIVATION_MODULES = {"ReLU": "relu", "ReLU6": "relu6", "Sigmoid": "sigmoid", "Tanh": "tanh", "SiLU": "silu",
                       "GELU": "gelu", "LeakyReLU": "leaky_relu", "ELU": "elu", "Softplus": "softplus", "Mish": "mish",
@@ -76,6 +76,9 @@ class RowOp:
     bias: Leaf | None = None
     eps: float = 1e-5
     keepdim: bool = False
+    target: Leaf | None = None  # cross_entropy: the class index of each row (int64)
+    reduction: str = "mean"  # cross_entropy: "mean", "sum" or "none"
+    ignore_index: int = -100
 
     @property
     def columns(self) -> int:
@@ -92,6 +95,12 @@ class Plan:
     anchor: Anchor | None = None
     row: RowOp | None = None
     ops: list[str] = field(default_factory=list)  # what the module computes, for the policy's words
+    input_dtypes: list[str] = field(default_factory=list)
+
+    def base_dtype(self, base: str) -> str:
+        if base.startswith("input:") and self.input_dtypes:
+            return self.input_dtypes[int(base.split(":")[1])]
+        return "float32"
 
     def base_shape(self, base: str) -> tuple[int, ...]:
         """The shape of a whole tensor the kernel takes ("input:<i>", "state:<key>", "anchor")."""
@@ -120,7 +129,7 @@ class Plan:
                     walk(o)
         if self.row is not None:
             walk(self.row.source)
-            for extra in (self.row.weight, self.row.bias):
+            for extra in (self.row.weight, self.row.bias, self.row.target):
                 walk(extra)
         walk(self.output)
         return found
@@ -182,16 +191,17 @@ class _Lowering:
         self.ops: list[str] = []
         self.dtypes = {s["dtype"] for s in traced["state"]} | {i["dtype"] for i in traced["inputs"]}
         self.input_shapes = [tuple(i["shape"]) for i in traced["inputs"]]
+        self.input_dtypes = [i["dtype"] for i in traced["inputs"]]
 
     def run(self) -> Plan:
-        if self.dtypes - {"float32"}:
+        if self.dtypes - {"float32", "int64"}:
             raise Unsupported(f"dtypes {sorted(self.dtypes - {'float32'})}: the templates handle float32 only")
         output = None
         for node in self.nodes:
             if node["op"] == "output":
                 output = self._arg(node["args"][0])
                 continue
-            if node["dtype"] not in (None, "float32"):
+            if node["dtype"] not in (None, "float32") and not (node["op"] == "placeholder" and node["dtype"] == "int64"):
                 raise Unsupported(f"dtype {node['dtype']} (at {node['target']}): the templates handle float32 only")
             self.values[node["name"]] = self._node(node)
         if isinstance(output, (list, tuple)):
@@ -203,11 +213,18 @@ class _Lowering:
                 raise Unsupported(f"the module is a single {self.anchor.kind} with nothing to fuse after it; "
                                   "a cuBLAS/cuDNN call is already as fast as a template would be")
             raise Unsupported("the model computes nothing (it returns an input or a view of one)")
+        if self.row is not None and self.row.kind == "cross_entropy" and not isinstance(output, RowResult):
+            raise Unsupported("arithmetic after cross_entropy (the template returns the loss itself)")
+        integer = {f"input:{i}" for i, t in enumerate(self.input_dtypes) if t == "int64"}
+        target = self.row.target.source if self.row is not None and self.row.target is not None else None
+        used = {leaf.source for leaf in Plan(output, (), [], [], [], None, self.row).leaves()}
+        if (used & integer) - {target}:
+            raise Unsupported("integer tensors in arithmetic (the templates take them only as cross_entropy targets)")
         shape = _shape(output)
-        if 0 in shape or not shape:
+        if 0 in shape or (not shape and not (self.row is not None and self.row.kind == "cross_entropy")):
             raise Unsupported(f"output shape {list(shape)}: the templates need a non-empty tensor with dimensions")
         return Plan(output, shape, self.inputs, list(self.state.values()), self.input_shapes, self.anchor, self.row,
-                    self.ops)
+                    self.ops, self.input_dtypes)
 
     # -------------------------------------------------------------------------------- nodes
 
@@ -357,6 +374,24 @@ class _Lowering:
             eps = kwargs.get("eps", args[3] if len(args) > 3 else None)
             return self._row("rms_norm", x, shape, weight=weight, eps=float(eps if eps is not None else FLOAT32_EPS),
                              normalized=normalized)
+        if name == "cross_entropy":
+            target = kwargs.get("target", args[1] if len(args) > 1 else None)
+            extras = dict(zip(["weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"], args[2:]))
+            extras.update(kwargs)
+            if extras.get("weight") is not None or extras.get("label_smoothing", 0.0) not in (0, 0.0):
+                raise Unsupported("cross_entropy with class weights or label smoothing")
+            if extras.get("size_average") is not None or extras.get("reduce") is not None:
+                raise Unsupported("cross_entropy with the deprecated size_average/reduce arguments")
+            reduction = extras.get("reduction", "mean")
+            if not isinstance(target, Leaf) or len(_shape(x)) != 2 or target.shape != _shape(x)[:1]:
+                raise Unsupported("cross_entropy other than logits (N, C) with class indices (N,)")
+            result = self._row("cross_entropy", x, shape)
+            assert self.row is not None
+            self.row.target, self.row.reduction = target, reduction
+            self.row.ignore_index = int(extras.get("ignore_index", -100))
+            if reduction not in ("mean", "sum", "none"):
+                raise Unsupported(f"cross_entropy reduction {reduction!r}")
+            return result
         raise Unsupported(name)
 
     def _row(self, kind: str, x: Any, shape: tuple[int, ...], weight: Any = None, bias: Any = None, eps: float = 1e-5,

@@ -20,6 +20,7 @@ def plan_of(evaluator, source: str):
     ("swiglu", "pointwise", {"silu", "mul"}, None),
     ("residual_layer_norm", "row", {"add", "layer_norm"}, None),
     ("row_sum", "row", {"sum"}, None),
+    ("cross_entropy", "row", {"cross_entropy"}, None),
     ("linear_gelu", "pointwise", {"linear", "gelu"}, "linear"),
     ("conv2d_relu_bias", "pointwise", {"conv2d", "relu", "add"}, "conv2d"),
 ])
@@ -60,4 +61,12 @@ def test_it_names_what_it_cannot_do(evaluator, case):
     source = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
               f"        {body}\n\ndef get_inputs():\n    return [torch.randn(64, 64)]\n\ndef get_init_inputs():\n    return []\n")
     with pytest.raises(Unsupported, match=expect):
+        plan_of(evaluator, source)
+
+
+def test_integer_inputs_are_only_taken_as_class_indices(evaluator):
+    source = ("import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x, t):\n"
+              "        return x + t\n\ndef get_inputs():\n    return [torch.randn(8, 8), torch.randint(0, 4, (8, 8))]\n\n"
+              "def get_init_inputs():\n    return []\n")
+    with pytest.raises(Unsupported, match="integer tensors in arithmetic"):
         plan_of(evaluator, source)

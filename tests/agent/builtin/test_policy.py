@@ -60,7 +60,7 @@ def test_each_turn_reads_the_last_verdict_like_a_model_would(evaluator):
     assert third.tool_calls[0].name == "submit" and "variant 1" in third.text
 
 
-@pytest.mark.parametrize("name", ["gelu_tanh_bias", "residual_layer_norm"])
+@pytest.mark.parametrize("name", ["gelu_tanh_bias", "residual_layer_norm", "cross_entropy"])
 def test_its_cuda_kernels_compile_with_nvcc(evaluator, name):
     import shutil
 
