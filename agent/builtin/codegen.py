@@ -306,6 +306,11 @@ def _cpp_cross_entropy(plan: Plan) -> str:
             f"        const float loss = m + (float)std::log(s) - picked;\n        {store}\n    }}\n{final}")
 
 
+SIMD_SUM = "#pragma omp simd reduction(+:s)\n"
+SIMD_Q = "#pragma omp simd reduction(+:q)\n"
+SIMD_MAX = "#pragma omp simd reduction(max:m)\n"
+
+
 def _cpp_row(plan: Plan) -> str:
     row = plan.row
     assert row is not None
@@ -323,8 +328,8 @@ def _cpp_row(plan: Plan) -> str:
     write = "\n".join(f"                {line}" for line in epi.lines)
     kind = row.kind
     if kind in ("sum", "mean", "amax"):
-        reduce = ("double acc = 0.0;\n            for (long long c = 0; c < C; ++c) acc += buf[c];\n"
-                  f"            const float y = (float){'acc' if kind == 'sum' else 'acc / C'};"
+        reduce = ("float acc = 0.0f;\n#pragma omp simd reduction(+:acc)\n            for (long long c = 0; c < C; ++c) acc += buf[c];\n"
+                  f"            const float y = {'acc' if kind == 'sum' else 'acc / C'};"
                   if kind != "amax" else
                   "float acc = -INFINITY;\n            for (long long c = 0; c < C; ++c) { const float v = buf[c]; "
                   "acc = (v != v || v > acc) ? v : acc; }\n            const float y = acc;")
@@ -332,18 +337,19 @@ def _cpp_row(plan: Plan) -> str:
                 f"{write}\n                o[r] = {result};\n            }}")
     else:
         stats = {
-            "softmax": "float m = -INFINITY; for (long long c = 0; c < C; ++c) m = std::max(m, buf[c]);\n"
-                       "            double s = 0.0; for (long long c = 0; c < C; ++c) { buf[c] = ks_exp(buf[c] - m); s += buf[c]; }\n"
-                       "            const float inv = (float)(1.0 / s);",
-            "log_softmax": "float m = -INFINITY; for (long long c = 0; c < C; ++c) m = std::max(m, buf[c]);\n"
-                           "            double s = 0.0; for (long long c = 0; c < C; ++c) s += ks_exp(buf[c] - m);\n"
-                           "            const float shift = m + (float)std::log(s);",
-            "layer_norm": "double s = 0.0; for (long long c = 0; c < C; ++c) s += buf[c];\n"
-                          "            const double mean = s / C; double q = 0.0;\n"
-                          "            for (long long c = 0; c < C; ++c) { const double d = buf[c] - mean; q += d * d; }\n"
-                          f"            const float rstd = (float)(1.0 / std::sqrt(q / C + {row.eps!r})); const float fm = (float)mean;",
-            "rms_norm": "double q = 0.0; for (long long c = 0; c < C; ++c) q += (double)buf[c] * buf[c];\n"
-                        f"            const float rstd = (float)(1.0 / std::sqrt(q / C + {row.eps!r}));",
+            # Reductions carry `omp simd reduction` so they vectorise (a plain float sum must keep its order).
+            "softmax": f"float m = -INFINITY;\n{SIMD_MAX}            for (long long c = 0; c < C; ++c) m = std::max(m, buf[c]);\n"
+                       f"            float s = 0.0f;\n{SIMD_SUM}            for (long long c = 0; c < C; ++c) {{ buf[c] = ks_exp(buf[c] - m); s += buf[c]; }}\n"
+                       "            const float inv = 1.0f / s;",
+            "log_softmax": f"float m = -INFINITY;\n{SIMD_MAX}            for (long long c = 0; c < C; ++c) m = std::max(m, buf[c]);\n"
+                           f"            float s = 0.0f;\n{SIMD_SUM}            for (long long c = 0; c < C; ++c) s += ks_exp(buf[c] - m);\n"
+                           "            const float shift = m + std::log(s);",
+            "layer_norm": f"float s = 0.0f;\n{SIMD_SUM}            for (long long c = 0; c < C; ++c) s += buf[c];\n"
+                          "            const float mean = s / C; float q = 0.0f;\n"
+                          f"{SIMD_Q}            for (long long c = 0; c < C; ++c) {{ const float d = buf[c] - mean; q += d * d; }}\n"
+                          f"            const float rstd = 1.0f / std::sqrt(q / C + {ops.literal(row.eps)}); const float fm = mean;",
+            "rms_norm": f"float q = 0.0f;\n{SIMD_Q}            for (long long c = 0; c < C; ++c) q += buf[c] * buf[c];\n"
+                        f"            const float rstd = 1.0f / std::sqrt(q / C + {ops.literal(row.eps)});",
         }[kind]
         y = {"softmax": "buf[c] * inv", "log_softmax": "buf[c] - shift",
              "layer_norm": f"(buf[c] - fm) * rstd{weight}{bias}", "rms_norm": f"buf[c] * rstd{weight}"}[kind]
