@@ -49,6 +49,12 @@ INSTALLED_APPS = [
     "apps.kernels",
     "apps.knowledge",
     "apps.endpoints",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and ReDoc served from our own static files
+    "apps.api",
+    "apps.batches",
 ]
 
 MIDDLEWARE = [
@@ -156,6 +162,47 @@ KSTUDIO_SIGNUP_OPEN = env.bool("KSTUDIO_SIGNUP_OPEN", default=False)
 # The embedded worker's threads (one process does everything in the embedded default).
 KSTUDIO_EMBEDDED_WORKER_THREADS = env.int("KSTUDIO_EMBEDDED_WORKER_THREADS", default=2)
 DATA_UPLOAD_MAX_MEMORY_SIZE = KSTUDIO_MAX_UPLOAD_BYTES * 3  # room for a problem pasted and uploaded at once
+
+# --- the REST API (apps/api) ----------------------------------------------------------------------------
+def _rate(name: str, default: str) -> str:
+    """A throttle rate such as "120/min": DRF would only fail on the first request, so check it here."""
+    value = env.str(name, default=default)
+    count, _, period = value.partition("/")
+    if not count.isdigit() or period[:1] not in ("s", "m", "h", "d"):
+        raise ImproperlyConfigured(f"{name} must look like 120/min (a count, then s, min, hour or day), not {value!r}")
+    return value
+
+
+REST_FRAMEWORK = {
+    # Tokens for scripts and studio-cli (made on /accounts/tokens/); the session for the browsable docs.
+    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.TokenAuthentication",
+                                       "rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "apps.api.pagination.Pagination",
+    "PAGE_SIZE": env.int("API_PAGE_SIZE", default=50),
+    # Counted in the default cache: Redis when REDIS_URL is set, so every web process shares the counts.
+    "DEFAULT_THROTTLE_CLASSES": ["apps.api.throttles.UserThrottle", "apps.api.throttles.AnonThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"user": _rate("API_THROTTLE_USER", "3000/hour"),
+                               "anon": _rate("API_THROTTLE_ANON", "60/hour")},
+    "EXCEPTION_HANDLER": "apps.api.errors.handle",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Kernel Studio API",
+    "DESCRIPTION": "Problems, runs, kernels and batch jobs. Authenticate with `Authorization: Token <key>` "
+                   "(make one on /accounts/tokens/).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {"RunKindEnum": "apps.runs.models.Run.Kind", "EndpointKindEnum": "apps.endpoints.models.ModelEndpoint.Kind",
+                            "BatchKindEnum": "apps.batches.models.Batch.Kind"},
+}
 
 # --- auth, static, the rest ---------------------------------------------------------------------------
 LOGIN_URL = "login"

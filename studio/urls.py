@@ -9,4 +9,5 @@ urlpatterns = [
     path("problems/", include("apps.problems.urls")),
     path("runs/", include("apps.runs.urls")),
     path("kernels/", include("apps.kernels.urls")),
+    path("api/v1/", include("apps.api.urls")),
 ]
