@@ -1,4 +1,5 @@
-"""Candidate modules from a plan: our own templates, C++ with OpenMP for the CPU and CUDA for GPUs.
+"""Candidate modules from a plan: our own templates, C++ on PyTorch's (OpenMP) thread pool for the
+CPU and CUDA for GPUs.
 
 The kernel sees every tensor it reads as (base pointer, offset, strides) with the sizes fixed at
 generation time, so broadcasting, chunk/narrow/slices and transposes cost index arithmetic and no
@@ -30,9 +31,9 @@ class Variant:
 def variants(plan: Plan, device: str) -> list[Variant]:
     if device == "cpu":
         if plan.row is not None:
-            return [Variant("OpenMP over rows, one row buffer per thread")]
-        return [Variant("OpenMP over rows, SIMD over columns", cpu_loop="rows"),
-                Variant("one flat OpenMP SIMD loop", cpu_loop="flat")]
+            return [Variant("rows across threads, one row buffer per task")]
+        return [Variant("rows across threads, SIMD over columns", cpu_loop="rows"),
+                Variant("one flat SIMD loop split across threads", cpu_loop="flat")]
     if plan.row is not None:
         return [Variant(f"one block of {b} threads per row", block=b) for b in (256, 512, 128, 1024)]
     found = [Variant("256 threads, float4 per thread", 256, 4), Variant("512 threads, float4 per thread", 512, 4),
@@ -49,7 +50,7 @@ def candidate_source(plan: Plan, variant: Variant, device: str) -> str:
                  f'                   cuda_sources=KERNEL, functions=["run"], extra_cuda_cflags=["-O3"])')
     else:
         build = (f'_ext = load_inline(name="{name}", cpp_sources=KERNEL, functions=["run"],\n'
-                 f'                   extra_cflags=["-O3", "-march=native", "-fopenmp", "-fno-trapping-math"], extra_ldflags=["-fopenmp"])')
+                 f'                   extra_cflags=["-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math"])')
     return _MODULE.format(variant=variant.label, kernel=kernel, build=build, init=_init(plan), forward=_forward(plan, device))
 
 
@@ -247,12 +248,22 @@ def _epilogue(plan: Plan, shape: tuple[int, ...]) -> _Emitter:
 # ----------------------------------------------------------------------------------------- CPU
 
 def _cpp(plan: Plan, variant: Variant) -> str:
-    head = "#include <torch/extension.h>\n#include <cmath>\n#include <vector>\n#include <algorithm>\n" + ops.CPU_MATH
+    head = ("#include <torch/extension.h>\n#include <ATen/Parallel.h>\n#include <cmath>\n#include <vector>\n"
+            "#include <algorithm>\n" + ops.CPU_MATH)
     if plan.row is not None:
         body = _cpp_row(plan)
     else:
         body = _cpp_pointwise(plan, variant)
     return f"{head}\n\ntorch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, False)}\n{body}\n    return out;\n}}"
+
+
+# CPU kernels run on PyTorch's own thread pool (at::parallel_for), not a second OpenMP runtime: two pools
+# of spinning threads on the same cores slow each other down. `omp simd` needs only -fopenmp-simd.
+GRAIN = 32768  # elements per task: below this, splitting costs more than it saves
+
+
+def _grain(columns: int) -> int:
+    return max(1, GRAIN // max(1, columns))
 
 
 def _cpp_pointwise(plan: Plan, variant: Variant) -> str:
@@ -262,12 +273,13 @@ def _cpp_pointwise(plan: Plan, variant: Variant) -> str:
     result = e.value(plan.output)
     inner = "\n".join(f"            {line}" for line in e.lines)
     if variant.cpu_loop == "flat":
-        return (f"    const long long n = {rows * columns}LL;\n#pragma omp parallel for simd schedule(static)\n"
-                f"    for (long long i = 0; i < n; ++i) {{\n        const long long r = i / {columns}LL, c = i % {columns}LL;\n"
-                f"        (void)r; (void)c;\n{inner}\n            o[i] = {result};\n    }}")
-    return (f"#pragma omp parallel for schedule(static)\n    for (long long r = 0; r < {rows}LL; ++r) {{\n"
+        return (f"    at::parallel_for(0, {rows * columns}LL, {GRAIN}, [&](int64_t begin, int64_t end) {{\n#pragma omp simd\n"
+                f"    for (long long i = begin; i < end; ++i) {{\n        const long long r = i / {columns}LL, c = i % {columns}LL;\n"
+                f"        (void)r; (void)c;\n{inner}\n            o[i] = {result};\n    }}\n    }});")
+    return (f"    at::parallel_for(0, {rows}LL, {_grain(columns)}, [&](int64_t begin, int64_t end) {{\n"
+            f"    for (long long r = begin; r < end; ++r) {{\n"
             f"#pragma omp simd\n        for (long long c = 0; c < {columns}LL; ++c) {{\n"
-            f"            const long long i = r * {columns}LL + c; (void)i;\n{inner}\n            o[i] = {result};\n        }}\n    }}")
+            f"            const long long i = r * {columns}LL + c; (void)i;\n{inner}\n            o[i] = {result};\n        }}\n    }}\n    }});")
 
 
 def _cross_entropy_parts(plan: Plan) -> tuple[int, int, str, str]:
@@ -288,22 +300,26 @@ def _cpp_cross_entropy(plan: Plan) -> str:
     assert row is not None
     rows, columns, logit, target = _cross_entropy_parts(plan)
     ignore = f"{row.ignore_index}LL"
-    store = (f"o[r] = t == {ignore} ? 0.0f : loss;" if row.reduction == "none" else
-             f"if (t != {ignore}) {{ total += loss; count += 1; }}")
-    final = {"none": "", "sum": "    o[0] = (float)total;",
-             # 0/0 is NaN when every target is ignored, as in PyTorch.
-             "mean": "    o[0] = (float)(total / (double)count);"}[row.reduction]
+    store = f"o[r] = t == {ignore} ? 0.0f : loss;" if row.reduction == "none" else "losses[r] = loss;"
+    # Summed in row order after the parallel part, so the result does not depend on the thread count;
+    # ignored rows are skipped there by their target.
+    final = "" if row.reduction == "none" else (
+        f"    double total = 0.0; long long count = 0;\n"
+        f"    for (long long r = 0; r < {rows}LL; ++r) {{ const long long t = {target}; if (t != {ignore}) {{ total += losses[r]; count += 1; }} }}\n"
+        + ("    o[0] = (float)total;" if row.reduction == "sum" else
+           "    o[0] = (float)(total / (double)count);  // 0/0: NaN when every target is ignored, as in PyTorch"))
     at = "const long long i = r * C + c; (void)i;"
-    return (f"    const long long C = {columns}LL;\n    double total = 0.0; long long count = 0;\n"
-            f"#pragma omp parallel for schedule(static) reduction(+:total, count)\n"
-            f"    for (long long r = 0; r < {rows}LL; ++r) {{\n"
-            f"        float m = -INFINITY;\n"
-            f"        for (long long c = 0; c < C; ++c) {{ {at} const float v = {logit}; m = (v != v || v > m) ? v : m; }}\n"
-            f"        double s = 0.0;\n"
+    return (f"    const long long C = {columns}LL;\n    std::vector<float> losses({rows});\n"
+            f"    at::parallel_for(0, {rows}LL, {_grain(columns)}, [&](int64_t begin, int64_t end) {{\n"
+            f"    for (long long r = begin; r < end; ++r) {{\n"
+            # A NaN logit is skipped by the max but still makes its row's sum, and so its loss, NaN.
+            f"        float m = -INFINITY;\n#pragma omp simd reduction(max:m)\n"
+            f"        for (long long c = 0; c < C; ++c) {{ {at} m = std::max(m, {logit}); }}\n"
+            f"        float s = 0.0f;\n#pragma omp simd reduction(+:s)\n"
             f"        for (long long c = 0; c < C; ++c) {{ {at} s += ks_exp({logit} - m); }}\n"
             f"        const long long t = {target};\n        float picked = 0.0f;\n"
             f"        if (t >= 0 && t < C) {{ const long long c = t; {at} picked = {logit}; }}\n"
-            f"        const float loss = m + (float)std::log(s) - picked;\n        {store}\n    }}\n{final}")
+            f"        const float loss = m + (float)std::log(s) - picked;\n        {store}\n    }}\n    }});\n{final}")
 
 
 SIMD_SUM = "#pragma omp simd reduction(+:s)\n"
@@ -331,8 +347,10 @@ def _cpp_row(plan: Plan) -> str:
         reduce = ("float acc = 0.0f;\n#pragma omp simd reduction(+:acc)\n            for (long long c = 0; c < C; ++c) acc += buf[c];\n"
                   f"            const float y = {'acc' if kind == 'sum' else 'acc / C'};"
                   if kind != "amax" else
-                  "float acc = -INFINITY;\n            for (long long c = 0; c < C; ++c) { const float v = buf[c]; "
-                  "acc = (v != v || v > acc) ? v : acc; }\n            const float y = acc;")
+                  # max ignoring NaN plus a NaN flag: both vectorise, and any NaN still makes the result NaN.
+                  "float acc = -INFINITY; int nan = 0;\n#pragma omp simd reduction(max:acc) reduction(|:nan)\n"
+                  "            for (long long c = 0; c < C; ++c) { const float v = buf[c]; acc = std::max(acc, v); nan |= (v != v); }\n"
+                  "            const float y = nan ? NAN : acc;")
         tail = (f"            {reduce}\n            {{\n                const long long c = 0, i = r; (void)c; (void)i;\n"
                 f"{write}\n                o[r] = {result};\n            }}")
     else:
@@ -356,10 +374,11 @@ def _cpp_row(plan: Plan) -> str:
         tail = (f"            {stats}\n            for (long long c = 0; c < C; ++c) {{\n"
                 f"                const long long i = r * C + c; (void)i;\n                const float y = {y};\n"
                 f"{write}\n                o[i] = {result};\n            }}")
-    return (f"    const long long C = {columns}LL;\n#pragma omp parallel\n    {{\n        std::vector<float> buf(C);\n"
-            f"#pragma omp for schedule(static)\n        for (long long r = 0; r < {rows}LL; ++r) {{\n"
+    return (f"    const long long C = {columns}LL;\n"
+            f"    at::parallel_for(0, {rows}LL, {_grain(columns)}, [&](int64_t begin, int64_t end) {{\n"
+            f"        std::vector<float> buf(C);\n        for (long long r = begin; r < end; ++r) {{\n"
             f"            for (long long c = 0; c < C; ++c) {{\n                const long long i = r * C + c; (void)i;\n"
-            f"{_indent(load, 4)}\n                buf[c] = {source};\n            }}\n{tail}\n        }}\n    }}")
+            f"{_indent(load, 4)}\n                buf[c] = {source};\n            }}\n{tail}\n        }}\n    }});")
 
 
 def _vector(plan: Plan, leaf: Leaf | None, shape: tuple[int, ...]) -> str:
