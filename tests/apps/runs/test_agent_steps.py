@@ -152,7 +152,7 @@ def test_model_output_with_nul_characters_is_stored_not_fatal(owner, problem, fa
     from agent.policies.scripted import ScriptedPolicy, call
 
     policy = ScriptedPolicy([PolicyTurn("odd \x00 bytes", [call("read_skill", '{"name": "\x00"}')])])
-    monkeypatch.setattr("apps.endpoints.policies.policy_for", lambda endpoint: policy)
+    monkeypatch.setattr("apps.endpoints.policies.policy_for", lambda endpoint, *args, **kwargs: policy)
     run = drive(start_agent_run(owner, problem, scripted("nul", [{"text": "replaced by the policy above"}]), {"turns": 1}))
     assert run.status == Run.Status.FINISHED, run.message
     assistant = run.events.get(kind="assistant").payload
