@@ -45,8 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     bd.add_argument("--cache-dir", type=Path, default=None, help="build cache (default: $KSTUDIO_CACHE_DIR or .cache/kstudio)")
     op = sub.add_parser("optimize", help="let the agent write, test and improve kernels for a problem over many turns")
     op.add_argument("problem", type=Path, help="KernelBench-format problem: Model, get_inputs, get_init_inputs")
-    op.add_argument("--policy", choices=("builtin", "scripted-demo", "openai", "transformers"), default="builtin",
-                    help="builtin: our own kernel templates searched over turns (no model); scripted-demo: replay "
+    op.add_argument("--policy", choices=("builtin", "scripted-demo", "openai", "transformers"), default=None,
+                    help="default: builtin, or scripted-demo when --script is given. "
+                         "builtin: our own kernel templates searched over turns (no model); scripted-demo: replay "
                          "candidate files; openai: any OpenAI-compatible endpoint (vLLM, transformers serve); "
                          "transformers: a local checkpoint run in this process")
     op.add_argument("--script", type=Path, nargs="+", default=None,
@@ -189,6 +190,7 @@ def optimize_command(args: argparse.Namespace) -> int:
     from agent.trajectory import to_record
 
     problem = _read(args.problem, "problem")
+    args.policy = args.policy or ("scripted-demo" if args.script else "builtin")
     policy = None if args.policy == "builtin" else _policy(args)  # builtin traces through the evaluator's sandbox
     max_turns = args.max_turns
     if isinstance(policy, ScriptedPolicy):
