@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,30 +96,22 @@ def _init(plan: Plan) -> str:
     return "\n".join(lines) or "        pass"
 
 
-def _tensor_expr(base: str) -> str:
+def _tensor_expr(plan: Plan, base: str) -> str:
     if base == "anchor":
         return "anchor"
     if base.startswith("state:"):
         key = base[6:]
-        return f"self.get_parameter({key!r})" if _is_parameter(key) else f"self.get_buffer({key!r})"
+        parameter = next(s["parameter"] for s in plan.state if s["name"] == key)
+        return f"self.get_parameter({key!r})" if parameter else f"self.get_buffer({key!r})"
     return f"arg{base.split(':')[1]}"
 
 
-_PARAMETERS: set[str] = set()
-
-
-def _is_parameter(key: str) -> bool:
-    return key in _PARAMETERS
-
-
 def _forward(plan: Plan, device: str) -> str:
-    _PARAMETERS.clear()
-    _PARAMETERS.update(s["name"] for s in plan.state if s["parameter"])
     args = ", ".join(f"arg{i}" for i in range(len(plan.inputs)))
     lines = [f"    def forward(self, {args}):"]
     if plan.anchor is not None:
         a = plan.anchor
-        tensors = [_tensor_expr(x.source) if isinstance(x, Leaf) else repr(x) for x in a.args]
+        tensors = [_tensor_expr(plan, x.source) if isinstance(x, Leaf) else repr(x) for x in a.args]
         if a.kind == "linear":
             call = f"F.linear({', '.join(tensors[:3])})"
         elif a.kind == "matmul":
@@ -127,7 +120,7 @@ def _forward(plan: Plan, device: str) -> str:
             x, w, b, stride, padding, dilation, groups = (tensors + [None] * 7)[:7]
             call = f"F.conv2d({x}, {w}, {b}, {stride}, {padding}, {dilation}, {groups})"
         lines.append(f"        anchor = {call}")
-    tensors = ", ".join(_tensor_expr(b) for b in plan.bases())
+    tensors = ", ".join(_tensor_expr(plan, b) for b in plan.bases())
     if device == "cuda":
         # PyTorch's current stream, passed as a handle: the kernel needs no ATen CUDA headers to find it.
         lines.append(f"        return _ext.run([{tensors}], torch.cuda.current_stream().cuda_stream)")
@@ -487,8 +480,7 @@ def _cuda_vec4(plan: Plan) -> str:
         view = broadcast_leaf(leaf, shape)
         aligned = view.offset % 4 == 0 and all(s % 4 == 0 for s in view.strides[:-1])
         if view.strides[-1] == 1 and aligned:
-            index = index_expr(view, shape).replace("c", "c0").replace("i", "i0") if False else \
-                _index_at(view, shape, "c0", "i0")
+            index = _index_at(view, shape, "c0", "i0")
             base = plan.bases().index(leaf.source)
             lines.append(f"        const float4 w{k} = *reinterpret_cast<const float4*>(&p{base}[{index}]);")
             vec_loads[leaf] = f"w{k}"
@@ -512,8 +504,6 @@ def _index_at(view: Leaf, shape: tuple[int, ...], c: str, i: str) -> str:
     """index_expr with the column and flat index given as expressions."""
     text = index_expr(view, shape)
     # index_expr names only r, c and i; rename the last two as whole words.
-    import re
-
     return re.sub(r"\bi\b", i, re.sub(r"\bc\b", c, text))
 
 
