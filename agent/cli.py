@@ -205,7 +205,7 @@ def optimize_command(args: argparse.Namespace) -> int:
     def progress(state: loop.AgentState) -> None:
         record = state.turns[-1] if state.turns else None
         if record is not None:
-            statuses = ", ".join(v["status"] for v in record.verdicts) or "no evaluation"
+            statuses = ", ".join(_turn_verdict(v) for v in record.verdicts) or "no evaluation"
             print(f"\nturn {record.turn}: {', '.join(record.tools) or 'no tool call'} -> {statuses} "
                   f"(reward {record.reward:g})", file=sys.stderr)
 
@@ -241,6 +241,18 @@ def optimize_command(args: argparse.Namespace) -> int:
         print(f"run {state.status}: {state.stop_reason} after {state.turn} turns")
         print(_human(best) if best else "no candidate was accepted")
     return 0 if best is not None else 1
+
+
+def _turn_verdict(summary: dict) -> str:
+    """A turn's verdict in a progress line: its status, and its times where it was correct and timed."""
+    if summary.get("candidate_ms") is None or not summary.get("correct"):
+        return summary["status"]
+    text = f"{summary['status']} {summary['candidate_ms']:.4f} ms"
+    if summary.get("speedup_vs_eager") is not None:
+        text += f", {summary['speedup_vs_eager']:.2f}x vs eager"
+    if summary.get("speedup_vs_compile") is not None:
+        text += f", {summary['speedup_vs_compile']:.2f}x vs torch.compile"
+    return text
 
 
 def export_command(args: argparse.Namespace) -> int:

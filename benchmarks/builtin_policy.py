@@ -180,6 +180,11 @@ def _examples(only: str | None) -> list[Path]:
     return paths
 
 
+def _write(out: Path, args: argparse.Namespace, results: list[Result], host: str) -> None:
+    out.write_text(json.dumps({"device": args.device, "max_turns": args.max_turns, "machine": host,
+                               "summary": summarise(results), "results": results}, indent=2))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda", help="where candidates are built and timed")
@@ -189,17 +194,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the raw results as JSON here")
     args = parser.parse_args(argv)
     paths = _examples(args.only)
-    results = []
+    host = machine(args.device)
+    results: list[Result] = []
     for path in paths:
         print(f"{path.stem} ...", file=sys.stderr, flush=True)
         result = run_example(path, device=args.device, max_turns=args.max_turns, timeout=args.timeout)
         print(f"{path.stem}: {'accepted' if accepted(result) else result.get('stop_reason')}", file=sys.stderr, flush=True)
         results.append(result)
+        if args.out:  # after every example, so a run cut short (a lease, a kill) still leaves what it measured
+            _write(args.out, args, results, host)
     summary = summarise(results)
-    host = machine(args.device)
     if args.out:
-        args.out.write_text(json.dumps({"device": args.device, "max_turns": args.max_turns, "machine": host,
-                                        "summary": summary, "results": results}, indent=2))
+        _write(args.out, args, results, host)
     print(markdown(results, summary, host), end="")
     return 0
 

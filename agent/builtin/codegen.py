@@ -55,6 +55,9 @@ def candidate_source(plan: Plan, variant: Variant, device: str) -> str:
     return _MODULE.format(variant=variant.label, kernel=kernel, build=build, init=_init(plan), forward=_forward(plan, device))
 
 
+# Static shared memory a block may use (48 KiB) less the reduction scratch: the row cache's limit.
+_ROW_CACHE_BYTES = 48 * 1024 - 32 * 4
+
 _MODULE = '''"""Written by Kernel Studio's built-in policy ({variant})."""
 import torch
 import torch.nn as nn
@@ -555,8 +558,19 @@ def _cuda_row(plan: Plan, variant: Variant) -> str:
     load = "\n".join(f"        {line}" for line in pro.lines)
     loop = f"for (long long c = threadIdx.x; c < C; c += blockDim.x) {{\n        const long long i = r * C + c; (void)i;\n{load}\n"
 
-    def pass_(body: str) -> str:
-        return f"    {loop}        const float xv = {source};\n        {body}\n    }}\n"
+    # A row that fits in shared memory is read from global memory once: the first pass keeps each
+    # thread's values there and the later passes (the second statistic, the write) read them back. Each
+    # thread reads only the columns it wrote, so no barrier is needed between passes. Without it, softmax
+    # and the norms move their input three times.
+    cached = kind not in ("sum", "mean", "amax") and columns * 4 <= _ROW_CACHE_BYTES  # one-pass kinds need none
+
+    def pass_(body: str, first: bool = False) -> str:
+        if cached and not first:
+            return (f"    for (long long c = threadIdx.x; c < C; c += blockDim.x) {{\n"
+                    f"        const long long i = r * C + c; (void)i;\n        const float xv = rowbuf[c];\n"
+                    f"        {body}\n    }}\n")
+        keep = "        rowbuf[c] = xv;\n" if cached else ""
+        return f"    {loop}        const float xv = {source};\n{keep}        {body}\n    }}\n"
 
     weight, bias = _vector(plan, row.weight, in_shape), _vector(plan, row.bias, in_shape)
     epi = _epilogue(plan, out_shape)
@@ -564,30 +578,31 @@ def _cuda_row(plan: Plan, variant: Variant) -> str:
     write = "\n".join(f"        {line}" for line in epi.lines)
     if kind in ("sum", "mean", "amax"):
         if kind == "amax":
-            body = pass_("acc = (xv != xv || xv > acc) ? xv : acc;") + "    const float y = block_max(acc, red);\n"
+            body = pass_("acc = (xv != xv || xv > acc) ? xv : acc;", first=True) + "    const float y = block_max(acc, red);\n"
             init = "float acc = -INFINITY;"
         else:
-            body = pass_("acc += xv;") + f"    const float y = block_sum(acc, red){' / (float)C' if kind == 'mean' else ''};\n"
+            body = pass_("acc += xv;", first=True) + f"    const float y = block_sum(acc, red){' / (float)C' if kind == 'mean' else ''};\n"
             init = "float acc = 0.0f;"
         tail = (f"    if (threadIdx.x == 0) {{\n        const long long c = 0, i = r; (void)c; (void)i;\n{write}\n"
                 f"        o[r] = {result};\n    }}")
         main = f"    {init}\n{body}{tail}"
     else:
         stats = {
-            "softmax": "float m = -INFINITY;\n" + pass_("m = (xv != xv || xv > m) ? xv : m;") + "    m = block_max(m, red);\n"
+            "softmax": "float m = -INFINITY;\n" + pass_("m = (xv != xv || xv > m) ? xv : m;", first=True) + "    m = block_max(m, red);\n"
                        "    float s = 0.0f;\n" + pass_("s += expf(xv - m);") + "    const float inv = 1.0f / block_sum(s, red);\n",
-            "log_softmax": "float m = -INFINITY;\n" + pass_("m = (xv != xv || xv > m) ? xv : m;") + "    m = block_max(m, red);\n"
+            "log_softmax": "float m = -INFINITY;\n" + pass_("m = (xv != xv || xv > m) ? xv : m;", first=True) + "    m = block_max(m, red);\n"
                            "    float s = 0.0f;\n" + pass_("s += expf(xv - m);") + "    const float shift = m + logf(block_sum(s, red));\n",
-            "layer_norm": "float s = 0.0f;\n" + pass_("s += xv;") + "    const float mean = block_sum(s, red) / (float)C;\n"
+            "layer_norm": "float s = 0.0f;\n" + pass_("s += xv;", first=True) + "    const float mean = block_sum(s, red) / (float)C;\n"
                           "    float q = 0.0f;\n" + pass_("const float d = xv - mean; q += d * d;") +
                           f"    const float rstd = rsqrtf(block_sum(q, red) / (float)C + {ops.literal(row.eps)});\n",
-            "rms_norm": "float q = 0.0f;\n" + pass_("q += xv * xv;") +
+            "rms_norm": "float q = 0.0f;\n" + pass_("q += xv * xv;", first=True) +
                         f"    const float rstd = rsqrtf(block_sum(q, red) / (float)C + {ops.literal(row.eps)});\n",
         }[kind]
         y = {"softmax": "expf(xv - m) * inv", "log_softmax": "xv - shift",
              "layer_norm": f"(xv - mean) * rstd{weight}{bias}", "rms_norm": f"xv * rstd{weight}"}[kind]
         main = "    " + stats + pass_(f"const float y = {y};\n{write}\n        o[i] = {result};")
-    kernel = (f"__global__ void row_kernel(const {_params(plan)[6:]}) {{\n    __shared__ float red[32];\n"
+    cache = f"    __shared__ float rowbuf[{columns}];\n" if cached else ""
+    kernel = (f"__global__ void row_kernel(const {_params(plan)[6:]}) {{\n    __shared__ float red[32];\n{cache}"
               f"    const long long r = blockIdx.x;\n    const long long C = {columns}LL;\n{main}}}")
     launch = (f"    row_kernel<<<{rows}, {variant.block}, 0, reinterpret_cast<cudaStream_t>(stream)>>>({_pointers(plan)});\n"
               "    KS_LAUNCH_CHECK();")

@@ -173,7 +173,11 @@ class Evaluator:
         """The problem's torch.fx graph with shapes, traced in the sandbox on meta tensors (nothing is
         allocated or computed; see agent/builtin/trace.py). Raises ProblemError when the module does not
         import or build; a graph torch.fx cannot trace comes back as {"error": reason}."""
-        out = self.sandbox.run(Job("agent.builtin.trace:trace", {"problem_source": problem_source}, device="cpu",
+        # Traced with the device the candidates will run on visible: a problem that sizes itself by
+        # torch.cuda.is_available() (as KernelBench's and our examples do) must be traced at the sizes it is
+        # evaluated at. Meta tensors only, so the GPU is never touched.
+        out = self.sandbox.run(Job("agent.builtin.trace:trace", {"problem_source": problem_source},
+                                   device=self.config.device,
                                    limits=dataclasses.replace(self.config.reference_limits, wall_seconds=seconds,
                                                               cpu_seconds=max(1, int(seconds * 4))),
                                    env=self._job_env()))
