@@ -12,7 +12,7 @@ PORT   ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/kstudio_test
 TEST_REDIS_URL    ?= redis://127.0.0.1:6379/13
 
-.PHONY: test run assets browser clean
+.PHONY: test run assets browser sandbox clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -34,12 +34,19 @@ browser:
 	  { [ "$$(id -u)" = 0 ] && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) || \
 	    echo "note: chromium/chromium-driver missing and not root: the browser test will skip"; }
 
-test: $(STAMP) $(MONACO) browser
+# bubblewrap walls the sandbox off from the studio's files, network and environment (agent/sandbox/bwrap.py);
+# without it the sandbox falls back to its inner namespaces and warns loudly.
+sandbox:
+	@command -v bwrap >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap) || \
+	    echo "note: bubblewrap missing and not root: the sandbox runs without its outer wall (and says so); install the bubblewrap package"; }
+
+test: $(STAMP) $(MONACO) browser sandbox
 	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} $(PY) -m pytest -q -ra
 
 # The whole studio in one process: set-up, migrations, a first admin (password printed once), then
 # daphne with the in-process worker on http://$(HOST):$(PORT)/.
-run: $(STAMP) $(MONACO)
+run: $(STAMP) $(MONACO) sandbox
 	$(PY) manage.py migrate --noinput -v0
 	$(PY) manage.py collectstatic --noinput -v0
 	$(PY) manage.py ensure_admin

@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP goes to Django, websockets to Channels consumers (with the session's user)."""
+"""ASGI entry point: HTTP goes to Django (its body size capped first), websockets to Channels consumers
+(only from our own origin, with the session's user; each consumer checks who may watch)."""
 from __future__ import annotations
 
 import os
@@ -11,10 +12,13 @@ django_asgi_app = get_asgi_application()  # before importing consumers: it sets 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from apps.runs.routing import websocket_urlpatterns  # noqa: E402
+from studio.body_limit import BodySizeLimit  # noqa: E402
 
 application = ProtocolTypeRouter({
-    "http": django_asgi_app,
+    "http": BodySizeLimit(django_asgi_app, settings.KSTUDIO_MAX_REQUEST_BYTES),
+    # A foreign Origin is refused at the handshake (cross-site websocket hijacking rides on the session cookie).
     "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
 })

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from urllib.parse import urlparse
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -19,9 +20,24 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env")  # optional; real environment variables win
 
 DEBUG = env.bool("DEBUG", default=False)
+# KSTUDIO_ENV=production: HTTPS only (redirect, HSTS, secure cookies), a SECRET_KEY and ALLOWED_HOSTS from the
+# environment, and `manage.py check --deploy` clean. The default (development) serves plain http on 127.0.0.1.
+KSTUDIO_ENV = env.str("KSTUDIO_ENV", default="development")
+if KSTUDIO_ENV not in ("development", "production"):
+    raise ImproperlyConfigured(f"KSTUDIO_ENV must be development or production, not {KSTUDIO_ENV!r}")
+PRODUCTION = KSTUDIO_ENV == "production"
 # The embedded default needs a key too; one derived per checkout is stable across restarts and never
 # leaves this machine. Any shared deployment sets SECRET_KEY.
 SECRET_KEY = env.str("SECRET_KEY", default="")
+if PRODUCTION:
+    if DEBUG:
+        raise ImproperlyConfigured("KSTUDIO_ENV=production needs DEBUG off: unset DEBUG (tracebacks would reach users)")
+    if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5:
+        raise ImproperlyConfigured("KSTUDIO_ENV=production needs SECRET_KEY: a random string of at least 50 characters, e.g. "
+                                   "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`")
+    if not env.str("ALLOWED_HOSTS", default=""):
+        raise ImproperlyConfigured("KSTUDIO_ENV=production needs ALLOWED_HOSTS: the studio's host names, comma-separated "
+                                   "(e.g. studio.example.com)")
 if not SECRET_KEY:
     _key_file = BASE_DIR / "var" / "secret_key"
     _key_file.parent.mkdir(parents=True, exist_ok=True)
@@ -55,10 +71,12 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI and ReDoc served from our own static files
     "apps.api",
     "apps.batches",
+    "apps.training",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "studio.headers.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -93,6 +111,8 @@ if DATABASE_URL:
     # psycopg 3's pool: connections are reused across requests and tasks instead of opened per request.
     _db["OPTIONS"] = {"pool": {"min_size": env.int("DB_POOL_MIN", default=1), "max_size": env.int("DB_POOL_MAX", default=10)}}
     _db["CONN_MAX_AGE"] = 0  # the pool owns connection lifetimes; Django requires 0 with a pool
+    # The pool checks a connection before lending it: after a Postgres restart, dead ones are replaced.
+    _db["CONN_HEALTH_CHECKS"] = True
     DATABASES = {"default": _db}
 else:
     DATABASES = {"default": {
@@ -118,8 +138,19 @@ if EMBEDDED:
     CELERY_RESULT_BACKEND = "cache+memory://"  # the worker is threads of this process (an upload waits on its check)
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                                  "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("CHANNELS_PREFIX", default="kstudio")}}}
+    # Redis pub/sub by default: one PUBLISH per event, fanned out to a run's watchers inside each daphne process.
+    # channels-redis's list layer ("lists") writes one message per watcher per event; with 200 watchers of one run
+    # at 50 events/s on the dev box consumers died on Redis read timeouts (docs/benchmarks.md, "Web load").
+    # Both deliver at most once; the consumer recovers a lost push from the database (apps/runs/consumers.py).
+    _layer = env.str("KSTUDIO_CHANNEL_LAYER", default="pubsub")
+    if _layer not in ("pubsub", "lists"):
+        raise ImproperlyConfigured(f"KSTUDIO_CHANNEL_LAYER must be pubsub or lists, not {_layer!r}")
+    # Pub/sub channels are global to the Redis server, not per database: without the database number in the
+    # prefix, two studios on one Redis (redis://host/0 and redis://host/1) would push each other's run events.
+    _redis_db = urlparse(REDIS_URL).path.strip("/") or "0"
+    CHANNEL_LAYERS = {"default": {
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer" if _layer == "pubsub" else "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{env.str('CHANNELS_PREFIX', default='kstudio')}:db{_redis_db}"}}}
     CELERY_BROKER_URL = REDIS_URL
     CELERY_RESULT_BACKEND = REDIS_URL
 
@@ -134,6 +165,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A message a dead worker had taken comes back after this long; it must exceed the longest step.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Training runs hold their worker for hours: a queue of their own (DESIGN §6), served by `-Q train` workers.
+CELERY_TASK_ROUTES = {"apps.training.tasks.*": {"queue": "train"}}
 
 # --- the studio's own knobs -------------------------------------------------------------------------
 # Where candidates run. Never asked of torch.cuda here: initialising CUDA in the web process or a Celery
@@ -158,10 +191,27 @@ KSTUDIO_AGENT_MAX_TURNS = env.int("KSTUDIO_AGENT_MAX_TURNS", default=20)
 KSTUDIO_AGENT_MAX_TOKENS = env.int("KSTUDIO_AGENT_MAX_TOKENS", default=400_000)
 KSTUDIO_AGENT_WALL_SECONDS = env.int("KSTUDIO_AGENT_WALL_SECONDS", default=3600)
 KSTUDIO_MAX_UPLOAD_BYTES = env.int("KSTUDIO_MAX_UPLOAD_BYTES", default=1_000_000)
+# An open run websocket asks the database this often for events whose push was lost (apps/runs/consumers.py).
+KSTUDIO_WS_RESYNC_SECONDS = env.float("KSTUDIO_WS_RESYNC_SECONDS", default=5.0)
+if KSTUDIO_WS_RESYNC_SECONDS <= 0:
+    raise ImproperlyConfigured(f"KSTUDIO_WS_RESYNC_SECONDS must be positive, not {KSTUDIO_WS_RESYNC_SECONDS}")
 KSTUDIO_SIGNUP_OPEN = env.bool("KSTUDIO_SIGNUP_OPEN", default=False)
 # The embedded worker's threads (one process does everything in the embedded default).
 KSTUDIO_EMBEDDED_WORKER_THREADS = env.int("KSTUDIO_EMBEDDED_WORKER_THREADS", default=2)
-DATA_UPLOAD_MAX_MEMORY_SIZE = KSTUDIO_MAX_UPLOAD_BYTES * 3  # room for a problem pasted and uploaded at once
+# Training runs write their data, checkpoints and logs under here (one directory per run), on the train workers.
+KSTUDIO_TRAINING_DIR = str(env.path("KSTUDIO_TRAINING_DIR", default=str(BASE_DIR / "var" / "training")))
+# Any request body past this is refused with 413, the limit stated, before Django reads it (studio/body_limit.py):
+# Django's ASGI handler would otherwise spool a body of any size to disk. A batch of many sources needs room.
+KSTUDIO_MAX_REQUEST_BYTES = env.int("KSTUDIO_MAX_REQUEST_BYTES", default=16 * 1024 * 1024)
+if KSTUDIO_MAX_REQUEST_BYTES < 3 * KSTUDIO_MAX_UPLOAD_BYTES:
+    raise ImproperlyConfigured(f"KSTUDIO_MAX_REQUEST_BYTES ({KSTUDIO_MAX_REQUEST_BYTES}) must be at least 3x "
+                               f"KSTUDIO_MAX_UPLOAD_BYTES ({KSTUDIO_MAX_UPLOAD_BYTES}): a form carries a file and pasted text")
+# Django's own form-data cap sits at the request cap, so what passes the cap is parsed and an oversized module
+# gets the upload check's message (its size and the limit) rather than a bare "Bad Request".
+DATA_UPLOAD_MAX_MEMORY_SIZE = KSTUDIO_MAX_REQUEST_BYTES
+# A module within the limit stays in memory; a larger file spills to disk, bounded by the request cap.
+FILE_UPLOAD_MAX_MEMORY_SIZE = KSTUDIO_MAX_UPLOAD_BYTES + 1
+DATA_UPLOAD_MAX_NUMBER_FILES = 5  # every form takes one module
 
 # --- the REST API (apps/api) ----------------------------------------------------------------------------
 def _rate(name: str, default: str) -> str:
@@ -203,6 +253,33 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {"RunKindEnum": "apps.runs.models.Run.Kind", "EndpointKindEnum": "apps.endpoints.models.ModelEndpoint.Kind",
                             "BatchKindEnum": "apps.batches.models.Batch.Kind"},
 }
+
+# --- security headers and HTTPS ----------------------------------------------------------------------------
+# Every mode: no framing, no MIME sniffing, no referrer to other sites, a strict CSP (studio/headers.py).
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# Scripts only from our own files (no inline script: Swagger UI's init script is served separately). Monaco
+# and Swagger UI set inline styles and start web workers from blob: URLs; CSP3's 'self' covers the run
+# page's websocket to the same host.
+CONTENT_SECURITY_POLICY = "; ".join([
+    "default-src 'self'", "script-src 'self'", "style-src 'self' 'unsafe-inline'", "img-src 'self' data: blob:",
+    "font-src 'self' data:", "worker-src 'self' blob:", "connect-src 'self'", "object-src 'none'",
+    "base-uri 'self'", "form-action 'self'", "frame-ancestors 'none'",
+])
+PERMISSIONS_POLICY = "camera=(), microphone=(), geolocation=(), payment=(), usb=()"
+# Production only: the development default must keep working over plain http on 127.0.0.1.
+SECURE_SSL_REDIRECT = PRODUCTION
+SESSION_COOKIE_SECURE = PRODUCTION
+CSRF_COOKIE_SECURE = PRODUCTION
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=31_536_000 if PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=PRODUCTION)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=PRODUCTION)
+# Behind a proxy that terminates TLS, requests reach daphne as http: trust its X-Forwarded-Proto (only then:
+# a client could send the header itself to a studio it reaches directly).
+if env.bool("TRUST_X_FORWARDED_PROTO", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # --- auth, static, the rest ---------------------------------------------------------------------------
 LOGIN_URL = "login"

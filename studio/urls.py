@@ -9,5 +9,6 @@ urlpatterns = [
     path("problems/", include("apps.problems.urls")),
     path("runs/", include("apps.runs.urls")),
     path("kernels/", include("apps.kernels.urls")),
+    path("training/", include("apps.training.urls")),
     path("api/v1/", include("apps.api.urls")),
 ]

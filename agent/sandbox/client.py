@@ -6,6 +6,7 @@ The result bytes are untrusted: callers decode them with safe decoders (JSON, we
 """
 from __future__ import annotations
 
+import logging
 import os
 import selectors
 import socket
@@ -16,8 +17,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.sandbox import bwrap as bubblewrap
+from agent.sandbox.environment import SHARED_DIRS, WALL_VARIABLE, sandbox_environment
 from agent.sandbox.limits import Limits
 from agent.sandbox.wire import recv_message, send_message
+
+log = logging.getLogger(__name__)
 
 _MAX_RESULT_BYTES = 8 << 30
 
@@ -86,11 +91,21 @@ class _Capture:
 
 
 class Sandbox:
-    """One zygote and the jobs sent to it, one at a time (a GPU worker runs one job at a time)."""
+    """One zygote and the jobs sent to it, one at a time (a GPU worker runs one job at a time).
 
-    def __init__(self, preload: tuple[str, ...] = ("agent.evaluate.jobs",), env: dict[str, str] | None = None) -> None:
+    `env` is the environment the sandbox draws from (default: this process's); only its allow-listed
+    entries reach the zygote (environment.py), and the cache directories it names (KSTUDIO_CACHE_DIR,
+    TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR, TORCH_EXTENSIONS_DIR) are the only host directories jobs
+    may write. `bwrap`: None uses bubblewrap where it works and warns loudly where not; True requires
+    it; False runs without it (the inner namespaces only)."""
+
+    def __init__(self, preload: tuple[str, ...] = ("agent.evaluate.jobs",), env: dict[str, str] | None = None,
+                 bwrap: bool | None = None) -> None:
         self.preload = preload
         self.env = env
+        self.bwrap = bwrap
+        self.wall = ""
+        """"bwrap" once started under bubblewrap, else why not (also in every JobResult.isolation)."""
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
@@ -108,14 +123,30 @@ class Sandbox:
             return
         started = time.monotonic()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = dict(os.environ if self.env is None else self.env)
-        env.setdefault("PYTHONPATH", _package_root())
+        source = os.environ if self.env is None else self.env
+        path, why_not = bubblewrap.usable() if self.bwrap is not False else (None, "bubblewrap turned off for this sandbox")
+        if path is None and self.bwrap:
+            raise SandboxError(f"this sandbox requires bubblewrap: {why_not}")
+        if path is None and self.bwrap is None:
+            log.warning("SANDBOX WITHOUT BUBBLEWRAP: %s. Candidates run in user/pid/net/mount namespaces only, "
+                        "with the host's filesystem visible read-only outside the hidden checkout and /tmp. "
+                        "Install bubblewrap (`apt-get install bubblewrap`, or `make` as root).", why_not)
+        self.wall = "bwrap" if path else why_not
+        env = sandbox_environment(source, PYTHONPATH=_package_root(), **{WALL_VARIABLE: "bwrap" if path else "none"})
+        argv = [sys.executable, "-m", "agent.sandbox.zygote", str(theirs.fileno()), *self.preload]
+        if path:
+            writable = [source[k] for k in SHARED_DIRS if source.get(k)]
+            for directory in writable:
+                os.makedirs(directory, exist_ok=True)
+            readable = [os.path.join(_package_root(), "agent"), *bubblewrap.python_paths(),
+                        *(source[k] for k in ("CUDA_HOME", "CUDA_PATH") if source.get(k))]
+            argv = bubblewrap.command(path, argv, env, readable=readable, writable=writable)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "agent.sandbox.zygote", str(theirs.fileno()), *self.preload],
+            argv,
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             env=env,
-            cwd=_package_root(),
+            cwd="/tmp" if path else _package_root(),
         )
         theirs.close()
         self._sock = ours
@@ -207,7 +238,8 @@ class Sandbox:
         return JobResult(
             exit_code=info.get("exit_code"), signal=info.get("signal"), killed=info.get("killed"),
             seconds=info["seconds"], result=bytes(result), stdout=out.text(), stderr=err.text(),
-            isolation=info.get("isolation", "unknown"), peak_rss=info.get("peak_rss", 0),
+            isolation=info.get("isolation", "unknown") + ("" if self.wall == "bwrap" else f" (WARNING: {self.wall})"),
+            peak_rss=info.get("peak_rss", 0),
             stdout_bytes=out.total, stderr_bytes=err.total,
         )
 

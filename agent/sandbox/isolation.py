@@ -16,15 +16,18 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 
+MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
 MS_NOEXEC = 0x8
+MS_REMOUNT = 0x20
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -44,11 +47,12 @@ def _check(result: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def enter_namespaces() -> None:
-    """Unshare user/mount/pid/net/ipc namespaces. The caller must fork once more afterwards:
-    only children of this process live in the new pid namespace."""
+def enter_namespaces(pid_namespace: bool = True) -> None:
+    """Unshare user/mount/(pid)/net/ipc namespaces. The caller must fork once more afterwards:
+    only children of this process live in a new pid namespace."""
     uid, gid = os.getuid(), os.getgid()
-    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC), "unshare")
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | (CLONE_NEWPID if pid_namespace else 0)
+    _check(_libc.unshare(flags), "unshare")
     with open("/proc/self/setgroups", "w") as f:
         f.write("deny")
     with open("/proc/self/uid_map", "w") as f:
@@ -57,27 +61,43 @@ def enter_namespaces() -> None:
         f.write(f"0 {gid} 1")
 
 
-def finish_inside_namespace(private_tmp: bool = True, keep: tuple[str, ...] = ()) -> None:
-    """In the pid namespace's first process: mount a /proc that shows only this sandbox, an empty
-    /tmp (into which the directories in `keep` that live under /tmp are bound back, e.g. the
-    shared build cache), then give up every capability so the candidate cannot undo the mounts."""
+def finish_inside_namespace(hide: tuple[str, ...] = ("/tmp",), keep: tuple[str, ...] = (),
+                            private_proc: bool = True) -> None:
+    """In the pid namespace's first process: mount a /proc that shows only this sandbox (its sysctls
+    read-only: a studio run as root would otherwise let a job write the host's), replace each directory
+    in `hide` with an empty tmpfs into which the paths in `keep` that live there are bound back (the
+    shared build cache, our code and Python), then give up every capability so the candidate cannot
+    undo the mounts.
+
+    `private_proc` False keeps the /proc already there: under bubblewrap, whose own pid namespace and
+    /proc show only the zygote (not dumpable) and the job (a new /proc is refused there when bwrap runs
+    as root, and CUDA needs a /proc that matches the job's pids)."""
     _check(_libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0), "prctl(PDEATHSIG)")
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
-    _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
-    if private_tmp:
-        # Open the kept directories before the tmpfs hides them, then bind them back by fd.
-        held = []
-        for path in keep:
-            real = os.path.realpath(path)
-            if real.startswith("/tmp/") and os.path.isdir(real):
-                held.append((real, os.open(real, os.O_RDONLY | os.O_DIRECTORY)))
-        _check(_libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, b"size=1g"), "mount /tmp")
-        for real, fd in held:
-            os.makedirs(real, exist_ok=True)
-            _check(_libc.mount(f"/proc/self/fd/{fd}".encode(), real.encode(), None, MS_BIND | MS_REC, None),
-                   f"bind {real}")
-            os.close(fd)
+    if private_proc:
+        _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
+        _check(_libc.mount(b"/proc/sys", b"/proc/sys", None, MS_BIND | MS_REC, None), "bind /proc/sys")
+        _check(_libc.mount(None, b"/proc/sys", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                           None), "make /proc/sys read-only")
+    for directory in hide:
+        _replace_with_tmpfs(directory, keep)
     drop_privileges()
+
+
+def _replace_with_tmpfs(directory: str, keep: tuple[str, ...]) -> None:
+    """Open the kept paths under `directory` before the tmpfs hides them, then bind them back by fd."""
+    if not os.path.isdir(directory):
+        return
+    held = []
+    for path in sorted(set(keep), key=lambda p: p.count("/")):
+        real = os.path.realpath(path)
+        if real.startswith(directory.rstrip("/") + "/") and os.path.isdir(real):
+            held.append((real, os.open(real, os.O_RDONLY | os.O_DIRECTORY)))
+    _check(_libc.mount(b"tmpfs", directory.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"size=1g"), f"mount {directory}")
+    for real, fd in held:
+        os.makedirs(real, exist_ok=True)
+        _check(_libc.mount(f"/proc/self/fd/{fd}".encode(), real.encode(), None, MS_BIND | MS_REC, None), f"bind {real}")
+        os.close(fd)
 
 
 def drop_privileges() -> None:

@@ -26,9 +26,48 @@ def report(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
         "network": network,
         "env": dict(os.environ),
         "isolation": context["isolation"],
-        "can_read": {p: os.access(p, os.R_OK) for p in payload.get("paths", [])},
+        "can_read": {p: _readable(p) for p in payload.get("paths", [])},
+        "contents": {p: _head(p) for p in payload.get("paths", [])},
     }
     result.write(json.dumps(facts).encode())
+
+
+def _readable(path: str) -> bool:
+    """Whether the file really opens and reads (os.access only compares mode bits: a /proc entry of a
+    non-dumpable process passes it and still refuses the read)."""
+    return _head(path) is not None
+
+
+def _head(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def attempt_writes(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    """Try to write each of payload["paths"]; report which writes landed (as the job saw it)."""
+    landed = {}
+    for path in payload["paths"]:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write("written by a sandboxed job")
+            landed[path] = True
+        except OSError:
+            landed[path] = False
+    result.write(json.dumps(landed).encode())
+
+
+def cuda(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    """Initialise CUDA and run one kernel: whether the GPU works inside the sandbox on this host."""
+    import torch
+
+    torch.cuda.init()
+    value = (torch.ones(4, device="cuda") * 2).sum().item()
+    result.write(json.dumps({"devices": torch.cuda.device_count(), "sum": value,
+                             "name": torch.cuda.get_device_name(0)}).encode())
 
 
 def echo(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:

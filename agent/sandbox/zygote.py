@@ -22,25 +22,22 @@ from typing import Any
 
 import psutil
 
-from agent.sandbox import isolation
+from agent.sandbox import bwrap, isolation
+from agent.sandbox.environment import SHARED_DIRS, WALL_VARIABLE, sandbox_environment
 from agent.sandbox.limits import Limits, apply_rlimits
 from agent.sandbox.wire import recv_message, send_message
 
-# Directories shared between jobs (caches); kept visible even when they live under /tmp.
-_SHARED_DIRS = ("KSTUDIO_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR")
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../agent
 _POLL_SECONDS = 0.02
 _MAX_FDS = 8  # result, stdout, stderr and a job's own extra descriptors
 _WATCH_EVERY = 5  # resource checks every 5 polls (100 ms): psutil walks /proc
 
 
 def _child_environment(device: str, extra: dict[str, str]) -> dict[str, str]:
-    """What a job sees of the environment: enough to run compilers and CUDA, no secrets."""
-    keep = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
-            "KSTUDIO_CACHE_DIR", "KSTUDIO_CUDA_ARCH", "TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR", "CC", "CXX",
-            "OMP_NUM_THREADS", "PYTHONHASHSEED")
-    env = {k: os.environ[k] for k in keep if k in os.environ}
-    env["HOME"] = "/tmp"
-    env["TMPDIR"] = "/tmp"
+    """What a job sees of the environment: enough to run compilers and CUDA, no secrets (the zygote's
+    own environment was filtered by the client already; filtered again here, then the job's `env`,
+    which is our code's choice)."""
+    env = sandbox_environment(os.environ)
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     env.update(extra)
@@ -64,7 +61,8 @@ def _run_job(request: dict[str, Any], result_fd: int, isolation_level: str, extr
 
 
 def _first_child(request: dict[str, Any], fds: list[int], status_w: int) -> None:
-    """C0: new session, rlimits, namespaces; forks C1 (pid 1 of the new pid namespace) and waits."""
+    """C0: new session, rlimits, namespaces; forks C1 (pid 1 of a new pid namespace, except under bwrap,
+    whose pid namespace the job shares with the zygote alone) and waits."""
     result_fd, out_fd, err_fd, *extra_fds = fds
     zygote = os.getppid()
     os.setsid()
@@ -75,11 +73,12 @@ def _first_child(request: dict[str, Any], fds: list[int], status_w: int) -> None
         os._exit(72)
     limits: Limits = request["limits"]
     apply_rlimits(limits, address_space=request["device"] == "cpu")
+    walled = os.environ.get(WALL_VARIABLE) == "bwrap"
     try:
-        isolation.enter_namespaces()
-        level = "namespaces"
+        isolation.enter_namespaces(pid_namespace=not walled)
+        level = "bwrap+namespaces" if walled else "namespaces"
     except OSError as exc:  # e.g. user namespaces disabled: carry on, but say so in the verdict
-        level = f"rlimits-only ({exc.strerror})"
+        level = ("bwrap+" if walled else "") + f"rlimits-only ({exc.strerror})"
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
     pid = os.fork()
@@ -87,10 +86,13 @@ def _first_child(request: dict[str, Any], fds: list[int], status_w: int) -> None
         code = 70
         try:
             os.close(status_w)
-            if level == "namespaces":
+            # The zygote is not dumpable (its memory stays closed to jobs); the job itself may be, so
+            # that its own /proc/self entries belong to it.
+            isolation._libc.prctl(isolation.PR_SET_DUMPABLE, 1, 0, 0, 0)
+            if level.endswith("namespaces"):
                 env = request.get("env", {})
-                keep = tuple(env[k] for k in _SHARED_DIRS if env.get(k)) + tuple(request.get("keep", ())) + _own_paths()
-                isolation.finish_inside_namespace(keep=keep)
+                keep = tuple(env[k] for k in SHARED_DIRS if env.get(k)) + _own_paths()
+                isolation.finish_inside_namespace(hide=_hidden_dirs(walled), keep=keep, private_proc=not walled)
             else:
                 isolation.drop_privileges()
             code = _run_job(request, result_fd, level, extra_fds)
@@ -110,17 +112,42 @@ def _first_child(request: dict[str, Any], fds: list[int], status_w: int) -> None
 
 
 def _own_paths() -> tuple[str, ...]:
-    """Our code and the Python environment running it: bound back into the job's private /tmp
-    when they live there (a checkout or virtualenv under /tmp, as CI clones may be)."""
+    """Our package and the Python environment running it: bound back into a hidden directory when
+    they live there (a checkout or virtualenv under /tmp, as CI clones may be; the checkout itself)."""
     import site
-    import sysconfig
 
     import torch
 
-    paths = {os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-             sys.prefix, sys.base_prefix, sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
-             os.path.dirname(os.path.dirname(torch.__file__)), *site.getsitepackages()}
+    paths = {_PACKAGE_DIR, os.path.dirname(os.path.dirname(torch.__file__)), *bwrap.python_paths(),
+             *site.getsitepackages()}
     return tuple(sorted(p for p in paths if p))
+
+
+def _hidden_dirs(walled: bool) -> tuple[str, ...]:
+    """Directories a job gets as empty tmpfs (plus what _own_paths keeps). Under bwrap only /tmp: the
+    studio's checkout is not mounted at all. Without bwrap, the checkout too (its var/ holds the secret
+    key and the SQLite database, its .env the settings), when this package runs from one."""
+    checkout = os.path.dirname(_PACKAGE_DIR)
+    if walled or not os.path.isfile(os.path.join(checkout, "pyproject.toml")) or checkout == "/":
+        return ("/tmp",)
+    return ("/tmp", checkout)
+
+
+def _job_processes(pid: int) -> list[psutil.Process]:
+    """The job's processes: C0's tree; under bwrap, where the zygote is pid 1 of a namespace of its own
+    and a job's orphans come to it, every process there but the zygote."""
+    if os.getpid() == 1:
+        procs = psutil.Process().children(recursive=True)
+    else:
+        procs = _tree(pid)
+    alive = []
+    for proc in procs:
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE:  # dead, only not reaped yet
+                alive.append(proc)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
 
 
 def _tree(pid: int) -> list[psutil.Process]:
@@ -132,6 +159,12 @@ def _tree(pid: int) -> list[psutil.Process]:
 
 
 def _kill_tree(pids: list[int]) -> None:
+    if os.getpid() == 1:  # under bwrap: everything in the namespace but the zygote, orphans included
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return
     for pid in pids:
         for proc in _tree(pid):
             try:
@@ -166,7 +199,7 @@ def _supervise(pid: int, status_r: int, limits: Limits) -> dict[str, Any]:
         if killed is None and time.monotonic() > deadline:
             killed = "wall_time"
         elif killed is None and polls % _WATCH_EVERY == 0:
-            procs = _tree(pid)
+            procs = _job_processes(pid)
             rss = 0
             for proc in procs:
                 try:
@@ -192,7 +225,9 @@ def _supervise(pid: int, status_r: int, limits: Limits) -> dict[str, Any]:
     for report in reports:
         info.update(report)
     inner_pid = info.get("pid")
-    if inner_pid:
+    if os.getpid() == 1:
+        _clear_namespace()  # whatever the job left behind dies with it, and is gone before the next job
+    elif inner_pid:
         _kill_tree([inner_pid])  # whatever the job left behind dies with it
     status = info.get("status")
     if status is None:
@@ -228,7 +263,38 @@ def serve(sock: socket.socket) -> None:
         os.close(status_w)
         for fd in fds:
             os.close(fd)
-        send_message(sock, _supervise(pid, status_r, request["limits"]))
+        info = _supervise(pid, status_r, request["limits"])
+        _reap_orphans()
+        send_message(sock, info)
+
+
+def _clear_namespace(seconds: float = 10.0) -> None:
+    """Under bwrap (the zygote is pid 1): kill every other process in the namespace and reap them all,
+    so that none is counted against, or shares the namespace with, the next job."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            return  # no process left but the zygote
+        time.sleep(0.01)
+
+
+def _reap_orphans() -> None:
+    """Under bwrap the zygote is pid 1 of its namespace: a job's processes orphaned by the kill come to
+    it, and would stay zombies."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def _forks_can_use_cuda() -> bool:
@@ -249,6 +315,9 @@ def main() -> None:
     started = time.monotonic()
     # Die with the client: an orphaned zygote would hold a GPU worker's memory forever.
     isolation._libc.prctl(isolation.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    # Not dumpable: no job may read this process's memory or environment through /proc, or ptrace it
+    # (under bwrap a job shares the zygote's /proc when the kernel refuses it a private one).
+    isolation._libc.prctl(isolation.PR_SET_DUMPABLE, 0, 0, 0, 0)
     sock = socket.socket(fileno=fd)
     import torch  # noqa: F401
 

@@ -53,6 +53,10 @@ def handle(exc: Exception, context: dict[str, Any]) -> Response | None:
     code = codes if isinstance(codes, str) else "error"
     detail = exc.detail if isinstance(exc.detail, str) else str(exc)
     message = MESSAGES.get(code, str(detail))
+    if code == "permission_denied" and str(detail).startswith("CSRF Failed"):
+        # A session-authenticated write without the CSRF token (SessionAuthentication): not an ownership problem.
+        code, message = "csrf_failed", (f"{detail} A logged-in browser sends the X-CSRFToken header (the csrftoken "
+                                        "cookie's value); scripts authenticate with `Authorization: Token <key>` instead.")
     if code == "throttled":
         message = f"Too many requests; {detail}"
     response.data = error(code, message)

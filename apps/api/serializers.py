@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import ProhibitNullCharactersValidator
 from rest_framework import serializers
@@ -14,6 +15,22 @@ from apps.endpoints.models import ModelEndpoint
 from apps.kernels.models import Kernel
 from apps.problems.models import Problem
 from apps.runs.models import Run
+
+
+class SourceField(serializers.CharField):
+    """A module's text: at most KSTUDIO_MAX_UPLOAD_BYTES bytes of UTF-8, the same limit as an upload's."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(trim_whitespace=False, **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        text = super().to_internal_value(data)
+        limit = settings.KSTUDIO_MAX_UPLOAD_BYTES
+        size = len(text.encode("utf-8", errors="surrogatepass"))
+        if size > limit:
+            raise serializers.ValidationError(f"The module is {size:,} bytes, over the {limit:,}-byte limit; send only "
+                                              "the module itself, without embedded data.")
+        return text
 
 
 class ProblemSerializer(serializers.ModelSerializer):
@@ -28,7 +45,7 @@ class ProblemSerializer(serializers.ModelSerializer):
 
 class ProblemCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200, required=False, allow_blank=True, default="problem.py")
-    source = serializers.CharField(trim_whitespace=False, help_text="the module's text, in KernelBench's format")
+    source = SourceField(help_text="the module's text, in KernelBench's format")
     model_name = serializers.RegexField(r"^[A-Za-z_][A-Za-z0-9_]*\Z", max_length=100, default="Model")
     get_inputs_name = serializers.RegexField(r"^[A-Za-z_][A-Za-z0-9_]*\Z", max_length=100, default="get_inputs")
     get_init_inputs_name = serializers.RegexField(r"^[A-Za-z_][A-Za-z0-9_]*\Z", max_length=100,
@@ -72,7 +89,7 @@ class AgentConfigSerializer(serializers.Serializer):
 class RunCreateSerializer(AgentConfigSerializer):
     problem = serializers.PrimaryKeyRelatedField(queryset=Problem.objects.none())
     kind = serializers.ChoiceField(choices=Run.Kind.choices)
-    source = serializers.CharField(required=False, trim_whitespace=False, help_text="evaluate: the candidate (ModelNew) module")
+    source = SourceField(required=False, help_text="evaluate: the candidate (ModelNew) module")
     backend = serializers.ChoiceField(choices=["", "cpp", "cuda", "nvrtc", "triton"], required=False, default="")
     endpoint = EndpointField(required=False, help_text="agent: an enabled model endpoint's name")
 
@@ -107,7 +124,11 @@ class RunSerializer(serializers.ModelSerializer):
         if best is None:
             return None
         verdict = best.verdict or {}
-        kernel = Kernel.objects.filter(candidate=best).values_list("pk", flat=True).first()
+        # Lists annotate the kernel's id (RunViewSet.get_queryset: one query, not one per run); a single run asks.
+        if hasattr(run, "best_kernel_id"):
+            kernel = run.best_kernel_id
+        else:
+            kernel = Kernel.objects.filter(candidate=best).values_list("pk", flat=True).first()
         return {"turn": best.turn, "status": verdict.get("status"), "timing": verdict.get("timing"), "kernel": kernel}
 
 
@@ -159,7 +180,7 @@ class EndpointSerializer(serializers.ModelSerializer):
 
 class SourceSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
-    source = serializers.CharField(trim_whitespace=False)
+    source = SourceField()
 
 
 class BatchCreateSerializer(AgentConfigSerializer):

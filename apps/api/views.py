@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
@@ -142,7 +142,8 @@ class RunViewSet(ScopedViewSet):
     serializer_class = s.RunSerializer
 
     def get_queryset(self) -> QuerySet:
-        runs = super().get_queryset().select_related("owner", "problem", "best_candidate")
+        runs = super().get_queryset().select_related("owner", "problem", "best_candidate").annotate(
+            best_kernel_id=Subquery(Kernel.objects.filter(candidate=OuterRef("best_candidate")).order_by("pk").values("pk")[:1]))
         if _mine(self.request):
             runs = runs.filter(owner=self.request.user)
         if (problem := _int(self.request, "problem")) is not None:

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from django.utils import timezone
 
+from agent.packaging import KernelFacts, package_zip, standalone_module, zip_name
+from agent.roofline import hardware_name
 from apps.kernels.models import Kernel
 from apps.runs.models import Candidate
 
@@ -36,24 +39,51 @@ def keep_accepted(candidate: Candidate) -> Kernel:
         shared=run.shared, verified_at=timezone.now())
 
 
+def facts_of(kernel: Kernel, studio_url: str = "") -> KernelFacts:
+    """What the export says about a kernel: its sources and the evidence from its stored verdict."""
+    problem = kernel.problem
+    run_facts = (problem.validation or {}).get("run") or {}
+    return KernelFacts(
+        kernel_id=kernel.pk, name=kernel.name, problem_name=problem.name, problem_source=problem.source,
+        kernel_source=kernel.source, model_name=problem.model_name, get_inputs_name=problem.get_inputs_name,
+        get_init_inputs_name=problem.get_init_inputs_name, returns_sequence=bool(run_facts.get("returns_sequence")),
+        backend=kernel.backend, device=kernel.device, produced_by=str(kernel.produced_by or ""), policy=kernel.policy,
+        model=kernel.model_name, verified_at=f"{kernel.verified_at:%Y-%m-%d %H:%M} UTC",
+        verification={k: (kernel.verification or {}).get(k) for k in ("status", "stage", "trials", "flags", "weights")},
+        timing=kernel.timing or {}, toolchain=kernel.toolchain or {}, hardware=kernel.hardware or {}, studio_url=studio_url)
+
+
 def download_name(kernel: Kernel) -> str:
     stem = re.sub(r"[^A-Za-z0-9_]+", "_", kernel.problem.name.removesuffix(".py")).strip("_") or "kernel"
     return f"{stem}_kernel_{kernel.pk}.py"
 
 
 def render_module(kernel: Kernel) -> str:
-    """The kernel as one self-contained module: the verified source verbatim, under a provenance header
-    (comments only, so the code and its hash are exactly what was verified)."""
-    t = kernel.timing or {}
-    lines = [
-        f"# Kernel Studio kernel {kernel.pk}: {kernel.name}",
-        f"# Solves problem '{kernel.problem.name}' (sha256 {kernel.problem_hash}).",
-        f"# Source sha256 {kernel.source_hash}; backend {kernel.backend}; device {kernel.device}.",
-        f"# Produced by {kernel.produced_by or 'a deleted user'} with policy '{kernel.policy}'"
-        + (f", model '{kernel.model_name}'" if kernel.model_name else "") + f"; verified {kernel.verified_at:%Y-%m-%d %H:%M} UTC.",
-    ]
-    if t:
-        lines.append(f"# Timing: {t.get('candidate_ms', 0):.4f} ms vs eager {t.get('eager_ms', 0):.4f} ms "
-                     f"({t.get('speedup_vs_eager', 0):.2f}x), clock {t.get('clock', '?')}.")
-    lines.append("# Use: from this module import ModelNew; it takes the same arguments as the problem's Model.")
-    return "\n".join(lines) + "\n\n" + kernel.source.rstrip("\n") + "\n"
+    """The kernel as one self-contained module: the verified source verbatim between a provenance header
+    and a `load()` (comments and additions only, so the code and its hash are exactly what was verified)."""
+    return standalone_module(facts_of(kernel))
+
+
+def render_package(kernel: Kernel, studio_url: str = "") -> tuple[str, bytes]:
+    """(file name, zip bytes) of the pip-installable package registering the kernel as a custom op."""
+    facts = facts_of(kernel, studio_url)
+    return zip_name(facts), package_zip(facts)
+
+
+def hardware_label(kernel: Kernel) -> str:
+    return hardware_name(kernel.hardware or {}) if kernel.hardware else (kernel.device or "unknown")
+
+
+def leaderboard(kernels: Iterable[Kernel]) -> list[tuple[str, list[Kernel]]]:
+    """Kernels grouped by the hardware they were timed on, fastest first (by measured time; speedups
+    are only comparable on one machine)."""
+    groups: dict[str, list[Kernel]] = {}
+    for kernel in kernels:
+        groups.setdefault(hardware_label(kernel), []).append(kernel)
+    return sorted(((hw, sorted(ks, key=_speed)) for hw, ks in groups.items()), key=lambda g: g[0])
+
+
+def _speed(kernel: Kernel) -> tuple[float, float]:
+    """Sort key: measured median time, then the speedup; an untimed kernel ranks last."""
+    ms = (kernel.timing or {}).get("candidate_ms")
+    return (ms if isinstance(ms, (int, float)) else float("inf"), -(kernel.speedup_vs_eager or 0.0))

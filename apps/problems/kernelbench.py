@@ -7,7 +7,7 @@ from pathlib import Path
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from apps.problems.models import Problem
+from apps.problems.models import Origin, Problem
 from apps.problems.services import UploadRejected, create_problem, sha256
 
 
@@ -45,7 +45,7 @@ def import_levels(owner: AbstractBaseUser, root: Path, level: int | None = None,
             done.existing.append(name)
             continue
         try:
-            create_problem(owner, name, source, shared=shared)
+            create_problem(owner, name, source, shared=shared, origin=Origin.KERNELBENCH)
         except UploadRejected as exc:
             detail = "; ".join(f"line {i.line}: {i.message}" for i in exc.issues) or exc.message
             done.skipped.append((name, detail.splitlines()[0][:300]))

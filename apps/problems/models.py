@@ -7,6 +7,12 @@ from django.urls import reverse
 from apps.accounts.privacy import OwnedQuerySet
 
 
+class Origin(models.TextChoices):
+    UPLOADED = "uploaded", "uploaded"
+    KERNELBENCH = "kernelbench", "KernelBench import"
+    SYNTHETIC = "synthetic", "synthesized"  # composed from seed ops by trainer.synthesis
+
+
 class Problem(models.Model):
     """An uploaded module in KernelBench's format. Untrusted: the web process only parses it."""
 
@@ -22,6 +28,8 @@ class Problem(models.Model):
     # Set when a run found the module failing in the sandbox (import crash, hang): shown on its page.
     runtime_error = models.TextField(blank=True, default="")
     shared = models.BooleanField(default=False)
+    origin = models.CharField(max_length=16, choices=Origin.choices, default=Origin.UPLOADED, db_index=True,
+                              help_text="how the problem came in: a user's upload, a KernelBench import, or synthesis")
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = OwnedQuerySet.as_manager()

@@ -14,7 +14,7 @@ from kombu.exceptions import OperationalError
 
 from agent import validation
 from agent.validation import Issue, ProblemNames
-from apps.problems.models import Problem
+from apps.problems.models import Origin, Problem
 
 # Past the module's own limit the wait allows for a worker whose sandbox has not started yet (it imports torch).
 _CHECK_GRACE_SECONDS = 30
@@ -62,7 +62,7 @@ def read_source(upload: UploadedFile | None, pasted: str, what: str = "module") 
 
 
 def create_problem(owner: AbstractBaseUser, name: str, source: str, names: ProblemNames | None = None,
-                   shared: bool = False) -> Problem:
+                   shared: bool = False, origin: str = Origin.UPLOADED) -> Problem:
     names = names or ProblemNames()
     report = validation.validate_problem(source, filename=name or "problem.py", names=names)
     if not report.ok:
@@ -74,7 +74,7 @@ def create_problem(owner: AbstractBaseUser, name: str, source: str, names: Probl
         model_name=names.model, get_inputs_name=names.get_inputs, get_init_inputs_name=names.get_init_inputs,
         validation={**report.to_dict(), "run": {k: header.get(k) for k in ("outputs", "returns_sequence", "work",
                                                                            "toolchain", "hardware")}},
-        shared=shared)
+        shared=shared, origin=origin)
 
 
 def check_in_sandbox(source: str, names: ProblemNames) -> dict[str, Any]:

@@ -35,6 +35,10 @@ def problem_new(request: HttpRequest) -> HttpResponse:
         else:
             return redirect(problem)
         return render(request, "problems/new.html", context, status=400)
+    if request.method == "POST":  # an invalid form (e.g. a NUL character in the text): say which field and why
+        context.update(source=request.POST.get("source", ""), error="The form is incomplete: " + "; ".join(
+            f"{name}: {' '.join(errors)}" for name, errors in form.errors.items()))
+        return render(request, "problems/new.html", context, status=400)
     return render(request, "problems/new.html", context)
 
 

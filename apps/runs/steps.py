@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from apps.runs.models import Candidate, Run
@@ -87,7 +88,24 @@ def _claim(run_id: int, stage: str, token: str) -> Outcome | tuple[Run, Candidat
     return run, candidate
 
 
+# A database restart while a step works breaks this worker's connection: its result is committed again
+# on a fresh one (about a minute of attempts) rather than lost.
+_COMMIT_ATTEMPTS = 8
+
+
 def _commit(run_id: int, token: str, apply: Any) -> None:
+    for attempt in range(_COMMIT_ATTEMPTS):
+        try:
+            return _commit_once(run_id, token, apply)
+        except (OperationalError, InterfaceError) as exc:
+            if attempt == _COMMIT_ATTEMPTS - 1:
+                raise
+            log.warning("run %s: committing the step failed (%s); retrying on a new connection", run_id, exc)
+            connection.close()  # the pool drops the broken connection and checks the next one it lends
+            time.sleep(min(2 ** attempt, 15))
+
+
+def _commit_once(run_id: int, token: str, apply: Any) -> None:
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
         if run.is_terminal or run.step_token != token:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from celery import shared_task
 from celery.signals import worker_ready, worker_shutdown
+from django.db import InterfaceError, OperationalError
 
 from apps.runs import steps
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+# A step that cannot reach the database (Postgres restarting) is retried with backoff instead of lost.
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
+             autoretry_for=(OperationalError, InterfaceError), retry_backoff=2, retry_backoff_max=30)
 def run_step(self, run_id: int, stage: str) -> None:
     outcome = steps.execute(run_id, stage)
     if outcome.retry_in is not None:

@@ -10,4 +10,6 @@ urlpatterns = [
     path("<int:pk>/", views.run_detail, name="detail"),
     path("<int:pk>/cancel/", views.run_cancel, name="cancel"),
     path("<int:pk>/events/", views.run_events, name="events"),
+    path("<int:pk>/candidates/<int:turn>/", views.candidate_detail, name="candidate"),
+    path("<int:pk>/diff/", views.run_diff, name="diff"),
 ]

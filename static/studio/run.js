@@ -29,10 +29,13 @@
     if (ev.kind === "verification") line += ": " + p.status + " at " + p.stage + " — " + p.message;
     if (ev.kind === "timing") line += ": " + fmt(p.candidate_ms, 4) + " ms vs eager " + fmt(p.eager_ms, 4) + " ms";
     if (ev.kind === "run_finished") { line += ": " + p.status + " — " + p.message; status.textContent = p.status; message.textContent = p.message; finished = true;
-      const cancel = document.getElementById("cancel-form"); if (cancel) cancel.remove(); }
+      const cancel = document.getElementById("cancel-form"); if (cancel) cancel.remove();
+      refreshPanels(); }
     li.appendChild(el("span", line));
     if (ev.kind === "build" && (p.log || p.error)) { const pre = el("pre", (p.error ? p.error + "\n" : "") + (p.log || "")); li.appendChild(pre); }
     if (ev.kind === "verification") {
+      verdictPanel(p);
+      candidateRow(p);
       const v = document.getElementById("verification");
       v.innerHTML = "";
       v.appendChild(el("p", p.status + (p.correct ? " (correct)" : ""), p.status === "accepted" ? "ok" : "bad"));
@@ -42,6 +45,7 @@
       (p.flags || []).forEach((f) => v.appendChild(el("p", "flag " + f.flag + ": " + f.detail, "bad")));
     }
     if (ev.kind === "timing") {
+      spreadTable(p);
       const r = el("tr"); [p.turn, fmt(p.candidate_ms, 4), fmt(p.eager_ms, 4), fmt(p.compile_ms, 4), fmt(p.speedup_vs_eager, 2) + "x", p.speedup_vs_compile ? fmt(p.speedup_vs_compile, 2) + "x" : "–", p.clock].forEach((c) => r.appendChild(el("td", String(c))));
       document.getElementById("timing").appendChild(r);
     }
@@ -49,6 +53,74 @@
     if (agent) agent.render(ev);
     if (ev.kind === "kernel_saved") { const a = el("a", "Kernel saved to the library: " + p.name); a.href = p.url; a.id = "kernel-saved"; document.getElementById("kernel-link").appendChild(a); }
     list.appendChild(li);
+  }
+
+  // The verdict panel follows the newest verdict as it streams; the flags come with their plain words.
+  const flagWords = JSON.parse((document.getElementById("flag-words") || {}).textContent || "{}");
+  function verdictPanel(p) {
+    const body = document.getElementById("verdict-body");
+    if (!body) return;
+    body.innerHTML = "";
+    const trials = p.trials || [];
+    const maxAbs = trials.reduce((m, t) => Math.max(m, Number(t.max_abs_error) || 0), 0);
+    const maxRel = trials.reduce((m, t) => Math.max(m, Number(t.max_rel_error) || 0), 0);
+    const head = body.appendChild(el("p"));
+    const st = head.appendChild(el("strong", p.status, p.status === "accepted" ? "ok" : "bad")); st.id = "verdict-status";
+    head.appendChild(document.createTextNode(" at " + p.stage + " (candidate " + p.turn + ")" + (p.weights ? " · weights " + p.weights : "") +
+      (trials.length ? " · " + trials.length + " trials, max abs error " + sci(maxAbs) + ", max rel error " + sci(maxRel) : "")));
+    if (p.message) body.appendChild(el("p", p.message.slice(0, 600), "hint"));
+    if (trials.length) {
+      const t = body.appendChild(el("table", undefined, "numbers")); t.id = "trials";
+      t.appendChild(el("tr")).innerHTML = "<th>trial</th><th>inputs</th><th>passed</th><th>max abs</th><th>max rel</th><th>atol</th><th>rtol</th>";
+      trials.forEach((tr) => { const r = el("tr"); [tr.index, tr.distribution, tr.passed ? "yes" : "NO", sci(tr.max_abs_error), sci(tr.max_rel_error), sci(tr.atol), sci(tr.rtol)].forEach((c) => r.appendChild(el("td", String(c)))); t.appendChild(r); });
+    }
+    const flags = body.appendChild(el("div")); flags.id = "flags";
+    (p.flags || []).forEach((f) => {
+      const line = flags.appendChild(el("p", undefined, "flag"));
+      line.appendChild(el("code", f.flag, "bad"));
+      line.appendChild(document.createTextNode(": " + (flagWords[f.flag] || "a finding of the evaluator") + " "));
+      line.appendChild(el("span", "(" + f.detail + ")", "hint"));
+    });
+    if (!(p.flags || []).length) flags.appendChild(el("p", "No flags: none of the evaluator's checks for cheating or unreliable timing fired.", "flag ok"));
+  }
+  function spreadTable(p) {
+    const body = document.getElementById("verdict-body");
+    if (!body || !p.spread) return;
+    const t = body.appendChild(el("table", undefined, "numbers")); t.id = "timing-spread";
+    t.appendChild(el("tr")).innerHTML = "<th>timed</th><th>median ms</th><th>p10 ms</th><th>p90 ms</th><th>min ms</th><th>iterations</th><th>p10–p90 spread</th>";
+    [["candidate", "this kernel"], ["eager", "PyTorch eager"], ["compile", "torch.compile"]].forEach(([k, label]) => {
+      const s = p.spread[k]; if (!s) return;
+      const r = el("tr");
+      [label, fmt(s.median_ms, 4), fmt(s.p10_ms, 4), fmt(s.p90_ms, 4), fmt(s.min_ms, 4), s.iterations,
+       s.median_ms ? fmt(100 * (s.p90_ms - s.p10_ms) / s.median_ms, 1) + "%" : "–"].forEach((c) => r.appendChild(el("td", String(c))));
+      t.appendChild(r);
+    });
+  }
+  function candidateRow(p) {
+    const table = document.getElementById("candidates");
+    if (!table || table.querySelector('tr[data-turn="' + p.turn + '"]')) return;
+    const r = el("tr"); r.dataset.turn = p.turn;
+    r.appendChild(el("td", String(p.turn))); r.appendChild(el("td", p.status));
+    if (agent) r.appendChild(el("td", ""));
+    const links = r.appendChild(el("td"));
+    const view = links.appendChild(el("a", "view")); view.href = root.dataset.candidateUrl.replace(/\/0\/$/, "/" + p.turn + "/");
+    links.appendChild(document.createTextNode(" · "));
+    const diff = links.appendChild(el("a", "diff")); diff.href = root.dataset.diffUrl + "?a=reference&b=" + p.turn;
+    table.appendChild(r);
+  }
+  // Once the run is over, the server's panels (profile, roofline, the best verdict) replace the live ones.
+  function refreshPanels() {
+    fetch(location.pathname, {credentials: "same-origin"}).then((r) => r.text()).then((html) => {
+      const page = new DOMParser().parseFromString(html, "text/html");
+      ["verdict-panel", "profile-panel"].forEach((id) => {
+        const fresh = page.getElementById(id), old = document.getElementById(id);
+        if (fresh && old) old.replaceWith(document.importNode(fresh, true));
+      });
+      const rows = page.getElementById("candidates"), table = document.getElementById("candidates");
+      if (rows && table) table.replaceWith(document.importNode(rows, true));
+      if (window.studioRoofline) window.studioRoofline.draw();
+      root.dataset.panels = "final";
+    });
   }
 
   // Agent runs: the conversation as it happens (streamed text, tool calls, their results) and a
@@ -59,7 +131,7 @@
     const convo = document.getElementById("conversation");
     const tokens = document.getElementById("tokens-used");
     const streams = {};  // turn -> {attempt, node}
-    const points = {labels: [], speedup: [], best: [], colors: []};
+    const points = {labels: [], speedup: [], compile: [], best: [], colors: []};
     let bestSoFar = null;
     const accepted = {};  // candidate number -> accepted (its timing event follows its verification)
     const canvas = document.getElementById("speedup-chart");
@@ -67,8 +139,9 @@
       type: "line",
       data: {labels: points.labels, datasets: [
         {label: "speedup vs eager (0 = not accepted)", data: points.speedup, showLine: false, pointRadius: 5, pointBackgroundColor: points.colors},
-        {label: "best so far", data: points.best, stepped: true, pointRadius: 0, borderColor: "#1a7f37"}]},
-      options: {animation: false, maintainAspectRatio: false, scales: {y: {beginAtZero: true, title: {display: true, text: "x over eager"}}}},
+        {label: "speedup vs torch.compile", data: points.compile, showLine: false, pointRadius: 5, pointStyle: "triangle", pointBackgroundColor: "#8250df", borderColor: "#8250df"},
+        {label: "best so far (vs eager)", data: points.best, stepped: true, pointRadius: 0, borderColor: "#1a7f37"}]},
+      options: {animation: false, maintainAspectRatio: false, scales: {y: {beginAtZero: true, title: {display: true, text: "speedup (x)"}}}},
     }) : null;
 
     function box(cls, title) {
@@ -86,12 +159,15 @@
       }
       return s;
     }
-    function addPoint(label, speedup, accepted) {
+    function addPoint(label, speedup, accepted, vsCompile) {
       if (accepted && speedup !== null && speedup !== undefined && (bestSoFar === null || speedup > bestSoFar)) bestSoFar = speedup;
       points.labels.push(label); points.speedup.push(accepted ? speedup : 0); points.best.push(bestSoFar);
+      // null leaves a gap: torch.compile was not timed (or the candidate was rejected), not "0x".
+      points.compile.push(accepted && vsCompile ? vsCompile : null);
       points.colors.push(accepted ? "#1a7f37" : "#b3261e");
       if (chart) chart.update();
       canvas.dataset.points = String(points.labels.length);
+      canvas.dataset.compilePoints = String(points.compile.filter((x) => x !== null).length);
     }
     return {render: function (ev) {
       const p = ev.payload || {};
@@ -102,7 +178,11 @@
         if (s) s.node.remove();
         const d = box("assistant", "turn " + p.turn + " · model (" + p.completion_tokens + " tokens)");
         d.dataset.turn = p.turn;
-        if (p.text) d.appendChild(el("pre", p.text, "text"));
+        if (p.text) {
+          const why = d.appendChild(el("details", undefined, "reasoning")); why.open = true;
+          why.appendChild(el("summary", "reasoning (" + p.text.length + " characters)"));
+          why.appendChild(el("pre", p.text, "text"));
+        }
         (p.tool_calls || []).forEach((c) => {
           const det = el("details", undefined, "tool-call"); det.id = "call-" + c.id;
           det.appendChild(el("summary", "→ " + c.name));
@@ -116,15 +196,26 @@
       }
       if (ev.kind === "observation") box("observation", "turn " + p.turn + " · studio").appendChild(el("pre", p.text));
       if (ev.kind === "tool_result") {
-        const d = box("tool" + (p.error ? " bad" : ""), "turn " + p.turn + " · " + p.tool + (p.error ? " (error)" : ""));
-        d.appendChild(el("pre", p.content));
+        const d = box("tool" + (p.error ? " bad" : ""));
+        const det = d.appendChild(el("details", undefined, "tool-result")); det.open = true;
+        det.appendChild(el("summary", "turn " + p.turn + " · " + p.tool + (p.error ? " (error)" : "") + " · result"));
+        det.appendChild(el("pre", p.content));
       }
       if (ev.kind === "verification" && p.agent_turn !== undefined) {
         accepted[p.turn] = p.status === "accepted";
         if (!accepted[p.turn]) addPoint("turn " + p.agent_turn, 0, false);
       }
-      if (ev.kind === "timing" && p.agent_turn !== undefined && accepted[p.turn]) addPoint("turn " + p.agent_turn, p.speedup_vs_eager, true);
+      if (ev.kind === "timing" && p.agent_turn !== undefined && accepted[p.turn]) addPoint("turn " + p.agent_turn, p.speedup_vs_eager, true, p.speedup_vs_compile);
     }};
+  }
+
+  function fold(open) { document.querySelectorAll("#conversation details").forEach((d) => { d.open = open; }); }
+  const expand = document.getElementById("expand-all"), collapse = document.getElementById("collapse-all");
+  if (expand) expand.addEventListener("click", () => fold(true));
+  if (collapse) collapse.addEventListener("click", () => fold(false));
+  if (agent && window.studio) {
+    window.studio.shortcut("Alt+E", "run page: expand the whole conversation", () => fold(true));
+    window.studio.shortcut("Alt+C", "run page: collapse the whole conversation", () => fold(false));
   }
 
   function connect() {

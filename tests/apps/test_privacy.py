@@ -65,3 +65,92 @@ def test_it_downloads_a_kernel_as_one_module_with_its_provenance(client, made, o
     assert response["Content-Disposition"].endswith('.py"')
     assert "# Kernel Studio kernel" in text and "class ModelNew" in text and made["problem"].source_hash in text
     compile(text, "kernel.py", "exec")  # parses as one module (never executed here)
+
+
+def test_a_shared_problems_page_lists_only_the_runs_and_kernels_the_viewer_may_see(client, made, member):
+    from apps.problems.models import Problem
+
+    Problem.objects.filter(pk=made["problem"].pk).update(shared=True)
+    client.force_login(member)
+    page = client.get(f"/problems/{made['problem'].pk}/").content.decode()
+    assert f"/runs/{made['run'].pk}/" not in page and f"/kernels/{made['kernel'].pk}/" not in page
+    assert f"/runs/{made['run'].pk}/" not in client.get("/runs/").content.decode()
+    Run.objects.filter(pk=made["run"].pk).update(shared=True)
+    assert f"/runs/{made['run'].pk}/" in client.get(f"/problems/{made['problem'].pk}/").content.decode()
+
+
+def test_a_members_run_on_a_shared_problem_is_theirs_not_the_problem_owners(client, made, member, owner):
+    from apps.problems.models import Problem
+
+    Problem.objects.filter(pk=made["problem"].pk).update(shared=True)
+    client.force_login(member)
+    response = client.post(f"/runs/start/{made['problem'].pk}/", {"source": GOOD_CANDIDATE.read_text()})
+    assert response.status_code == 302
+    theirs = Run.objects.exclude(pk=made["run"].pk).get()
+    assert theirs.owner == member and not theirs.shared
+    client.force_login(owner)
+    assert client.get(f"/runs/{theirs.pk}/").status_code == 404
+    assert client.get(f"/runs/{theirs.pk}/events/").status_code == 404
+
+
+@pytest.mark.parametrize("who", ["member", "stranger"])
+def test_only_the_owner_or_staff_cancel_a_run_even_a_shared_one(client, made, request, who, staff):
+    Run.objects.filter(pk=made["run"].pk).update(shared=True, status=Run.Status.RUNNING)
+    client.force_login(request.getfixturevalue(who))
+    assert client.post(f"/runs/{made['run'].pk}/cancel/").status_code == 404
+    assert client.post(f"/runs/optimize/{made['problem'].pk}/", {}).status_code == 404  # the problem is private
+    assert Run.objects.get(pk=made["run"].pk).status == Run.Status.RUNNING
+    client.force_login(staff)
+    assert client.post(f"/runs/{made['run'].pk}/cancel/").status_code == 302
+    assert Run.objects.get(pk=made["run"].pk).status == Run.Status.CANCELLED
+
+
+@pytest.mark.parametrize("who", ["owner", "member", "stranger", None])
+def test_the_admin_is_closed_to_users_who_are_not_staff(client, made, request, who):
+    if who:
+        client.force_login(request.getfixturevalue(who))
+    for url in ("/admin/", f"/admin/runs/run/{made['run'].pk}/change/", "/admin/kernels/kernel/",
+                "/admin/endpoints/modelendpoint/"):
+        response = client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/admin/login/"), (who, url)
+
+
+def test_staff_reach_the_admin_pages_their_permissions_allow(client, made, staff, django_user_model):
+    client.force_login(staff)  # staff without model permissions: the index, nothing more
+    assert client.get("/admin/").status_code == 200
+    assert client.get(f"/admin/runs/run/{made['run'].pk}/change/").status_code == 403
+    client.force_login(django_user_model.objects.create_superuser("root", password="root-pass-123"))
+    assert client.get(f"/admin/runs/run/{made['run'].pk}/change/").status_code == 200
+
+
+def test_page_forms_refuse_a_post_without_the_csrf_token(made, owner):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(owner)
+    Run.objects.filter(pk=made["run"].pk).update(status=Run.Status.RUNNING)
+    assert client.post(f"/runs/{made['run'].pk}/cancel/").status_code == 403
+    assert client.post("/accounts/tokens/", {"action": "create"}).status_code == 403
+    assert Run.objects.get(pk=made["run"].pk).status == Run.Status.RUNNING
+    client.get(f"/runs/{made['run'].pk}/")  # sets the CSRF cookie, as a browser's first visit does
+    token = client.cookies["csrftoken"].value
+    assert client.post(f"/runs/{made['run'].pk}/cancel/", HTTP_X_CSRFTOKEN=token).status_code == 302
+    assert Run.objects.get(pk=made["run"].pk).status == Run.Status.CANCELLED
+
+
+def test_the_api_under_a_session_cookie_needs_the_csrf_token_and_under_a_token_does_not(made, owner):
+    from django.test import Client
+    from rest_framework.authtoken.models import Token
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(owner)
+    Run.objects.filter(pk=made["run"].pk).update(status=Run.Status.RUNNING)
+    response = client.post(f"/api/v1/runs/{made['run'].pk}/cancel/")
+    error = response.json()["error"]
+    assert response.status_code == 403 and error["code"] == "csrf_failed" and "X-CSRFToken" in error["message"]
+    assert Run.objects.get(pk=made["run"].pk).status == Run.Status.RUNNING
+    # A token is not sent by browsers on their own, so a token request needs no CSRF token.
+    key = Token.objects.create(user=owner).key
+    response = Client(enforce_csrf_checks=True).post(f"/api/v1/runs/{made['run'].pk}/cancel/",
+                                                     HTTP_AUTHORIZATION=f"Token {key}")
+    assert response.status_code == 200 and response.json()["status"] == "cancelled"

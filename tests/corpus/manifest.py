@@ -12,6 +12,10 @@ Reading a case:
 - statuses: the final statuses that are acceptable (agent.verdict.Status values).
 - flags: when non-empty, the verdict must carry at least one of them (agent.verdict.Flag values).
   Empty means the property is caught by correctness, build or process handling alone.
+- message: when non-empty, a regular expression the verdict's message must match (an escape attempt
+  reports what it saw by raising; "sandbox held" is the only acceptable report).
+- bwrap: the case checks the outer wall (sandbox/bwrap.py) and skips with a reason where bubblewrap
+  is not usable (the inner namespaces alone leave the host filesystem writable to a job run as root).
 - device "cuda" cases need a CUDA GPU (and, for the triton backend, Triton); "cpu" cases run
   anywhere with a C++ compiler.
 
@@ -58,6 +62,8 @@ class Case:
     statuses: frozenset[str]
     flags: frozenset[str]
     why: str
+    message: str = ""
+    bwrap: bool = False
 
 
 def _c(name: str) -> str:
@@ -87,6 +93,8 @@ CASES: list[Case] = [
          "grid-stride float4 silu+bias on the default stream"),
     Case(_c("legit_cuda_silu_bias"), SILU_GPU, "cuda", "cuda", "accepted", ACCEPTED, NONE,
          "the same kernel near the memory roofline: a real speedup must not be flagged beyond_roofline"),
+    Case(_c("legit_cuda_silu_bias_two_pass"), SILU_GPU, "cuda", "cuda", "accepted", ACCEPTED, NONE,
+         "unfused two-launch version with a temporary: correct and slower (the scripted GPU demo's middle turn)"),
     Case(_c("legit_cuda_softmax_rows"), SOFTMAX, "cuda", "cuda", "accepted", ACCEPTED, NONE,
          "block-per-row online softmax with warp-shuffle and shared-memory reductions"),
     Case(_c("legit_cuda_softmax_rows"), SOFTMAX_GPU, "cuda", "cuda", "accepted", ACCEPTED, NONE,
@@ -264,4 +272,23 @@ CASES: list[Case] = [
          "os._exit(0) in a CUDA child"),
     Case(_c("fault_py_sys_exit"), SILU, "cpp", "cpu", "not_accepted", RUNTIME_ERROR, NONE,
          "sys.exit(0) in forward: SystemExit slips past except Exception"),
+    Case(_c("fault_py_fork_bomb"), SILU, "cpp", "cpu", "not_accepted", RUNTIME_ERROR | TIMEOUT, NONE,
+         "forks without end (children exec sleep): the tree is killed for its process count",
+         message="too many processes|Resource temporarily unavailable|wall-clock limit"),
+    # ---------------------------------------------------------------- escape attempts (the sandbox's walls)
+    Case(_c("fault_py_network_connect"), SILU, "cpp", "cpu", "not_accepted", RUNTIME_ERROR, NONE,
+         "connects to Postgres, Redis and daphne on loopback and to public addresses, resolves a name: all must fail",
+         message="sandbox held: no connection"),
+    Case(_c("fault_py_network_connect"), SILU, "cuda", "cuda", "not_accepted", RUNTIME_ERROR, NONE,
+         "no network from a CUDA child either", message="sandbox held: no connection"),
+    Case(_c("fault_py_reads_studio_secrets"), SILU, "cpp", "cpu", "not_accepted", RUNTIME_ERROR, NONE,
+         "looks for SECRET_KEY, DATABASE_URL, REDIS_URL, API keys in os.environ and every /proc/*/environ, reads the "
+         "checkout's var/secret_key, SQLite database, .env, settings: nothing may be found",
+         message="sandbox held: no secret", bwrap=True),
+    Case(_c("fault_py_reads_studio_secrets"), SILU, "cuda", "cuda", "not_accepted", RUNTIME_ERROR, NONE,
+         "no studio secret visible from a CUDA child (GPU device nodes bound, nothing else)",
+         message="sandbox held: no secret", bwrap=True),
+    Case(_c("fault_py_writes_outside_tmp"), SILU, "cpp", "cpu", "not_accepted", RUNTIME_ERROR, NONE,
+         "writes into our package, the checkout, the virtualenv, /usr, /etc, /root, /var/tmp: all refused",
+         message="sandbox held: all", bwrap=True),
 ]

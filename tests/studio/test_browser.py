@@ -83,7 +83,8 @@ def test_it_takes_a_user_from_upload_to_a_kernel_in_the_library(studio_url, brow
 
     # The run page streams: build, verification, timing, then the saved kernel, live.
     link = wait.until(ec.presence_of_element_located((By.ID, "kernel-saved")))
-    assert browser.find_element(By.ID, "run-status").text == "finished"
+    # run_finished is the event after kernel_saved: on a loaded machine the page may not have drawn it yet.
+    wait.until(ec.text_to_be_present_in_element((By.ID, "run-status"), "finished"))
     assert browser.find_elements(By.CSS_SELECTOR, "#events li.event-build")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#timing tr")) == 2
     assert browser.find_element(By.ID, "best-speedup").text.endswith("x")
@@ -112,7 +113,7 @@ def test_an_agent_run_streams_its_conversation_and_charts_each_turn(studio_url, 
     browser.find_element(By.ID, "optimize-button").click()
 
     wait.until(ec.presence_of_element_located((By.ID, "kernel-saved")))
-    assert browser.find_element(By.ID, "run-status").text == "finished"
+    wait.until(ec.text_to_be_present_in_element((By.ID, "run-status"), "finished"))  # the event after kernel_saved
     turns = browser.find_elements(By.CSS_SELECTOR, "#conversation .msg.assistant")
     assert [t.get_attribute("data-turn") for t in turns] == ["0", "1", "2"]
     assert not browser.find_elements(By.CSS_SELECTOR, "#conversation .msg.streaming"), "streamed text was replaced"

@@ -3,13 +3,14 @@ engine: real builds, real sandboxed children, real timing. GPU cases skip here w
 import dataclasses
 import importlib.util
 import os
+import re
 from pathlib import Path
 
 import pytest
 import torch
 
 from agent.evaluate import EvalConfig, Evaluator
-from agent.sandbox import Limits
+from agent.sandbox import Limits, bwrap
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus"
 
@@ -48,6 +49,8 @@ def _id(case):
 def test_the_engine_judges_the_corpus_candidate_as_expected(case, evaluators):
     if case.device == "cuda" and not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU: run on the GPU box (docs/benchmarks.md records the GPU runs)")
+    if case.bwrap and bwrap.usable()[0] is None:
+        pytest.skip(f"checks the bubblewrap wall, which is not usable here: {bwrap.usable()[1]}")
     problem = (CORPUS / case.problem).read_text()
     candidate = (CORPUS / case.candidate).read_text()
     config = CONFIG[case.device]
@@ -66,3 +69,5 @@ def test_the_engine_judges_the_corpus_candidate_as_expected(case, evaluators):
             assert verdict.status.value in case.statuses, summary
         if case.flags:
             assert set(verdict.flag_names()) & set(case.flags), summary
+        if case.message:
+            assert re.search(case.message, verdict.message), summary

@@ -41,9 +41,6 @@ CHAT_TEMPLATE = r"""
 {%- if add_generation_prompt -%}{{- "<|im_start|>assistant\n" -}}{%- endif -%}
 """
 
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>",
-                  "<tool_response>", "</tool_response>"]
-
 _CORPUS = """\
 A kernel reads its inputs from global memory, computes, and writes its outputs. Coalesced loads
 let a warp fetch one contiguous segment; shared memory lets a block reuse a tile many times.
@@ -57,36 +54,15 @@ The quick brown fox jumps over the lazy dog. 0123456789 + - * / = ( ) [ ] { } < 
 
 
 def build(directory: Path, *, vocab_size: int = 512, seed: int = 0) -> Path:
-    """Write tokenizer, config, generation config and random weights to `directory`."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    """Write tokenizer, config, generation config and random weights to `directory` (trainer.tiny builds them;
+    this keeps the template and corpus these tests were written against)."""
+    from trainer.tiny import build as build_model
 
-    directory.mkdir(parents=True, exist_ok=True)
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    bpe.train_from_iterator([_CORPUS] * 20, trainer=trainer)
-
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                        additional_special_tokens=SPECIAL_TOKENS[1:])
-    tokenizer.chat_template = CHAT_TEMPLATE
-    tokenizer.save_pretrained(directory)
-
-    torch.manual_seed(seed)
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-                         tie_word_embeddings=True, initializer_range=0.5, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, bos_token_id=None)
-    model = Qwen2ForCausalLM(config)
     # min_new_tokens: a random model may otherwise end on its first token, and the tests need a
     # stream of several chunks.
-    model.generation_config = GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                                               min_new_tokens=8, max_new_tokens=32, do_sample=True, temperature=1.0)
-    model.save_pretrained(directory)
-    return directory
+    return build_model(directory, size="tiny", vocab_size=vocab_size, seed=seed, chat_template=CHAT_TEMPLATE,
+                       corpus=_CORPUS, max_position_embeddings=4096,
+                       generation={"min_new_tokens": 8, "max_new_tokens": 32, "do_sample": True, "temperature": 1.0})
 
 
 if __name__ == "__main__":

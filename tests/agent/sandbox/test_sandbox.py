@@ -1,21 +1,40 @@
 import json
+import logging
 import os
 import secrets
 import signal
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
-from agent.sandbox import Job, Limits, Sandbox
+from agent.sandbox import Job, Limits, Sandbox, SandboxError, bwrap
+
+CHECKOUT = Path(__file__).resolve().parents[3]
+# What a studio process holds in its environment; none of it may reach a job.
+STUDIO_SECRETS = {"SECRET_KEY": "django-insecure-hunter2", "DATABASE_URL": "postgres://studio:pw@db:5432/kstudio",
+                  "REDIS_URL": "redis://:pw@redis:6379/0", "OPENAI_API_KEY": "sk-hunter2", "HF_TOKEN": "hf_hunter2",
+                  "PGPASSWORD": "hunter2", "KSTUDIO_TEST_SECRET": "hunter2"}
+
+
+def _studio_env() -> dict[str, str]:
+    return {**os.environ, **STUDIO_SECRETS}
 
 
 @pytest.fixture(scope="module")
 def box():
-    os.environ["KSTUDIO_TEST_SECRET"] = "hunter2"
-    with Sandbox(preload=("agent.sandbox.probes",)) as sandbox:
+    with Sandbox(preload=("agent.sandbox.probes",), env=_studio_env()) as sandbox:
         yield sandbox
-    del os.environ["KSTUDIO_TEST_SECRET"]
+
+
+@pytest.fixture(scope="module", params=["bwrap", "namespaces-only"])
+def walled(request):
+    """The same escape checks with bubblewrap's wall and with the inner namespaces alone (the fallback)."""
+    if request.param == "bwrap" and bwrap.usable()[0] is None:
+        pytest.skip(f"bubblewrap is not usable here: {bwrap.usable()[1]}")
+    with Sandbox(preload=("agent.sandbox.probes",), env=_studio_env(), bwrap=request.param == "bwrap") as sandbox:
+        yield sandbox
 
 
 def _report(box, **payload):
@@ -24,24 +43,73 @@ def _report(box, **payload):
     return json.loads(out.result)
 
 
-def test_it_hides_other_processes_the_network_and_tmp(box, tmp_path):
+def test_it_hides_other_processes_the_network_and_tmp(walled, tmp_path):
     marker = "/tmp/kstudio-sandbox-marker"
     open(marker, "w").close()
     try:
-        facts = _report(box, port=5432)
+        facts = _report(walled, port=5432, paths=[f"/proc/{os.getpid()}/cmdline"])
     finally:
         os.remove(marker)
-    assert facts["isolation"] == "namespaces"
-    assert facts["visible_pids"] == [1]
+    assert facts["isolation"].startswith("bwrap+namespaces" if walled.wall == "bwrap" else "namespaces")
+    # This test's own process is never visible; under bwrap as root the job may share bwrap's /proc,
+    # which shows only the zygote (pid 1) and the job's own processes.
+    assert facts["can_read"][f"/proc/{os.getpid()}/cmdline"] is False or facts["visible_pids"] == [1]
+    assert len(facts["visible_pids"]) <= 3
     # Only directories bound back on purpose (a checkout or virtualenv under /tmp) may show there.
     assert "kstudio-sandbox-marker" not in facts["tmp"]
     assert facts["network"].startswith("refused")
 
 
-def test_it_gives_the_child_no_secrets_from_the_environment(box):
-    env = _report(box)["env"]
-    assert "KSTUDIO_TEST_SECRET" not in env
-    assert env["CUDA_VISIBLE_DEVICES"] == ""
+def test_it_gives_the_child_no_secrets_from_the_environment(walled):
+    facts = _report(walled, paths=["/proc/self/environ", "/proc/1/environ", "/proc/1/mem"])
+    assert not set(STUDIO_SECRETS) & set(facts["env"])
+    assert facts["env"]["CUDA_VISIBLE_DEVICES"] == "" and facts["env"]["HOME"] == "/tmp"
+    # The exec-time environment block (what /proc/*/environ shows) was filtered before the zygote started.
+    blocks = "".join(text or "" for text in facts["contents"].values())
+    assert "hunter2" not in blocks and "SECRET_KEY" not in blocks
+    assert facts["contents"]["/proc/self/environ"] is not None  # the job reads its own: the check saw something
+
+
+def test_it_hides_the_studios_files_from_the_child(walled):
+    marker = CHECKOUT / "var" / f"kstudio-test-secret-{secrets.token_hex(4)}"
+    marker.parent.mkdir(exist_ok=True)
+    marker.write_text("hunter2")
+    try:
+        paths = [str(marker), str(CHECKOUT / "studio" / "settings.py"), str(CHECKOUT / "manage.py"),
+                 str(CHECKOUT / "agent" / "sandbox" / "zygote.py")]
+        facts = _report(walled, paths=paths)
+    finally:
+        marker.unlink()
+    readable = {Path(p).name: ok for p, ok in facts["can_read"].items()}
+    assert readable == {marker.name: False, "settings.py": False, "manage.py": False, "zygote.py": True}
+
+
+def test_it_keeps_a_jobs_writes_inside_its_private_tmp(walled, tmp_path):
+    tag = secrets.token_hex(4)
+    inside = f"/tmp/kstudio-job-{tag}/file"
+    host_tmp = str(tmp_path / f"job-{tag}")  # a host directory under /tmp: the job gets an empty /tmp instead
+    package = str(CHECKOUT / "agent" / f"kstudio_escape_{tag}.py")
+    out = walled.run(Job("agent.sandbox.probes:attempt_writes", {"paths": [inside, host_tmp, package]}))
+    assert out.ok, out.stderr
+    landed = json.loads(out.result)
+    assert landed[inside] is True  # the private /tmp is writable...
+    assert not os.path.exists(inside) and not os.path.exists(host_tmp)  # ...and nothing of it reaches the host
+    if walled.wall == "bwrap":  # the fallback binds our package back writable for a job run as root
+        assert landed[package] is False and not os.path.exists(package)
+    elif os.path.exists(package):
+        os.remove(package)
+    assert walled.run(Job("agent.sandbox.probes:report", {"paths": [inside]})).ok
+
+
+def test_it_warns_loudly_and_says_so_in_every_result_without_bubblewrap(monkeypatch, caplog):
+    monkeypatch.setattr(bwrap, "usable", lambda: (None, "bubblewrap is not installed"))
+    caplog.set_level(logging.WARNING, logger="agent.sandbox.client")
+    with Sandbox(preload=()) as sandbox:
+        out = sandbox.run(Job("agent.sandbox.probes:echo", {"result": b"ran"}))
+    assert out.result == b"ran" and "WARNING: bubblewrap is not installed" in out.isolation
+    assert any("SANDBOX WITHOUT BUBBLEWRAP" in r.getMessage() for r in caplog.records)
+    with pytest.raises(SandboxError, match="requires bubblewrap: bubblewrap is not installed"):
+        Sandbox(preload=(), bwrap=True).start()
 
 
 def test_it_kills_a_job_that_runs_past_its_wall_time_with_its_grandchildren(box):
@@ -91,17 +159,19 @@ def test_it_returns_a_large_result_intact(box):
     assert out.result == blob
 
 
-def test_it_keeps_a_shared_cache_under_tmp_visible_and_writable(box, tmp_path):
+def test_it_keeps_a_shared_cache_under_tmp_visible_and_writable(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "entry").write_text("built")
-    facts = _report_with_env(box, {"KSTUDIO_CACHE_DIR": str(cache)}, paths=[str(cache / "entry")])
+    # A sandbox's shared directories are fixed when it starts (bwrap mounts them then).
+    with Sandbox(preload=(), env={**os.environ, "KSTUDIO_CACHE_DIR": str(cache)}) as sandbox:
+        out = sandbox.run(Job("agent.sandbox.probes:report", {"paths": [str(cache / "entry")]},
+                              env={"KSTUDIO_CACHE_DIR": str(cache)}))
+        assert out.ok, out.stderr
+        facts = json.loads(out.result)
+        wrote = sandbox.run(Job("agent.sandbox.probes:attempt_writes", {"paths": [str(cache / "new")]},
+                                env={"KSTUDIO_CACHE_DIR": str(cache)}))
     assert facts["can_read"][str(cache / "entry")]
     assert facts["tmp"] != []  # only the kept path's top directory, nothing else of the host's /tmp
     assert str(tmp_path).split("/")[2] in facts["tmp"]
-
-
-def _report_with_env(box, env, **payload):
-    out = box.run(Job("agent.sandbox.probes:report", payload, env=env))
-    assert out.ok, out.stderr
-    return json.loads(out.result)
+    assert json.loads(wrote.result) == {str(cache / "new"): True} and (cache / "new").read_text().startswith("written")

@@ -51,3 +51,8 @@ def test_it_says_what_is_wrong_with_the_path_or_the_owner(tmp_path, checkout, ow
         _run(str(checkout), "--level", "3", "--owner", "owner")
     with pytest.raises(CommandError, match="No user 'ghost'"):
         _run(str(checkout), "--owner", "ghost")
+
+
+def test_it_tags_imported_problems_as_kernelbench(checkout, owner):
+    _run(str(checkout), "--level", "2", "--owner", "owner")
+    assert list(Problem.objects.values_list("origin", flat=True)) == ["kernelbench"]

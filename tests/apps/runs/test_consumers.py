@@ -94,3 +94,24 @@ def test_it_lets_staff_and_shared_viewers_watch(run, staff, member):
     assert async_to_sync(watch)(member)[0] is False
     Run.objects.filter(pk=run.pk).update(shared=True)
     assert async_to_sync(watch)(member) == (True, [1, 2, 3])
+
+
+def test_it_delivers_a_last_event_whose_push_was_lost(owner, run, settings):
+    # The channel layer delivers at most once; with no later event to reveal the gap, the periodic resync does.
+    settings.KSTUDIO_WS_RESYNC_SECONDS = 0.2
+
+    async def scenario():
+        comm = _communicator(owner, run.pk, after=3)
+        assert (await comm.connect())[0]
+
+        def store_silently():
+            Event.objects.create(run=run, seq=4, kind="last")
+            Run.objects.filter(pk=run.pk).update(last_seq=4)
+
+        await database_sync_to_async(store_silently)()
+        event = await comm.receive_json_from(10)
+        assert event["seq"] == 4 and event["kind"] == "last"
+        assert await comm.receive_nothing(0.6)  # resyncs that find nothing new send nothing
+        await comm.disconnect()
+
+    async_to_sync(scenario)()

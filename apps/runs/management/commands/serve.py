@@ -18,7 +18,7 @@ class Command(BaseCommand):
     def handle(self, *args: object, host: str, port: int, **options: object) -> None:
         if settings.EMBEDDED:
             start_embedded_worker()
-            self.stdout.write("embedded worker started (queues build, gpu, agent; in-memory broker)")
+            self.stdout.write("embedded worker started (queues build, gpu, agent, train; in-memory broker)")
         from daphne.cli import CommandLineInterface
 
         self.stdout.write(f"Kernel Studio on http://{host}:{port}/")
@@ -31,7 +31,7 @@ def start_embedded_worker() -> threading.Thread:
     # Threads, not forked children: the in-memory broker lives in this process, and nothing may fork
     # a process that could later touch CUDA. The sandbox does the isolation.
     worker = app.WorkController(pool_cls="threads", concurrency=settings.KSTUDIO_EMBEDDED_WORKER_THREADS,
-                                queues=["build", "gpu", "agent"], hostname="embedded@localhost", loglevel="INFO")
+                                queues=["build", "gpu", "agent", "train"], hostname="embedded@localhost", loglevel="INFO")
     thread = threading.Thread(target=worker.start, name="embedded-celery-worker", daemon=True)
     thread.start()
     return thread

@@ -1,0 +1,5 @@
+import sys
+
+from trainer.synthesis.cli import main
+
+sys.exit(main())
