@@ -4,7 +4,6 @@ no CSP violation in the browser's console. daphne serves the studio on the test 
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
 from django.test import Client
@@ -13,14 +12,14 @@ from apps.runs.models import Run
 from apps.runs.services import append_event
 from tests import processes
 from tests.processes import ROOT
+from tests.studio.browser import chrome, need_chromium
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def studio_url(tmp_path):
-    if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
+    need_chromium()
     url, web = processes.daphne(processes.studio_env(), tmp_path / "daphne.log")
     yield url
     processes.stop([web])
@@ -28,15 +27,7 @@ def studio_url(tmp_path):
 
 @pytest.fixture
 def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")), options=options)
+    driver = chrome(logs=("browser",))
     yield driver
     driver.quit()
 

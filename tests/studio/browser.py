@@ -19,8 +19,9 @@ def need_chromium() -> None:
         pytest.skip("needs Debian's chromium and chromium-driver (make browser)")
 
 
-def chrome(width: int = 1440, height: int = 900):
-    """Headless Chromium at a laptop's size, logging every network request it makes (performance log)."""
+def chrome(width: int = 1440, height: int = 900, logs: tuple[str, ...] = ("performance",)):
+    """Headless Chromium at a laptop's size, keeping the given logs: "performance" has every network
+    request it makes, "browser" the pages' console messages."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -30,7 +31,7 @@ def chrome(width: int = 1440, height: int = 900):
                 # No background traffic of the browser's own (updates, safe browsing): only what pages load.
                 "--disable-background-networking", "--disable-component-update", "--no-first-run"):
         options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    options.set_capability("goog:loggingPrefs", {log: "ALL" for log in logs})
     driver = webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")), options=options)
     driver.implicitly_wait(5)
     return driver

@@ -3,12 +3,11 @@ stream live over the websocket, find the kernel in the library. daphne and a Cel
 separate processes on the test database (Postgres) and Redis, as in production."""
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from tests import processes
 from tests.processes import ROOT
+from tests.studio.browser import chrome, log_in, need_chromium
 from tests.apps.cast import GOOD_CANDIDATE, PROBLEM
 from tests.apps.cast import owner, problem  # noqa: F401
 
@@ -17,8 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def studio_url():
-    if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver)")
+    need_chromium()
     env = processes.studio_env()
     url, web = processes.daphne(env)
     procs = [web, processes.worker(env, "browser")]
@@ -28,38 +26,16 @@ def studio_url():
 
 @pytest.fixture
 def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")), options=options)
-    driver.implicitly_wait(5)
+    driver = chrome(800, 600, logs=())  # headless Chromium's own default size: this flow must work on a small window
     yield driver
     driver.quit()
-
-
-def _log_in(studio_url: str, browser) -> object:
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    wait = WebDriverWait(browser, 120)
-    browser.get(studio_url + "/accounts/login/")
-    browser.find_element(By.NAME, "username").send_keys("owner")
-    browser.find_element(By.NAME, "password").send_keys("owner-pass-123")
-    browser.find_element(By.ID, "login-button").click()
-    wait.until(ec.url_contains("/problems/"))
-    return wait
 
 
 def test_it_takes_a_user_from_upload_to_a_kernel_in_the_library(studio_url, browser, owner):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
 
-    wait = _log_in(studio_url, browser)
+    wait = log_in(studio_url, browser, "owner", "owner-pass-123")
 
     # A bad upload first: the error is shown next to the code, with its line, and nothing is created.
     browser.get(studio_url + "/problems/new/")
@@ -107,7 +83,7 @@ def test_an_agent_run_streams_its_conversation_and_charts_each_turn(studio_url, 
     script = [{"text": f"Trying {p.name}.", "tool_calls": [{"name": "write_candidate", "arguments": {"source": p.read_text()}}]}
               for p in (wrong, GOOD_CANDIDATE)] + [{"text": "Submitting the best.", "tool_calls": [{"name": "submit"}]}]
     ModelEndpoint.objects.create(name="demo script", kind=ModelEndpoint.Kind.SCRIPTED, script=script)
-    wait = _log_in(studio_url, browser)
+    wait = log_in(studio_url, browser, "owner", "owner-pass-123")
     browser.get(studio_url + problem.get_absolute_url())
     Select(browser.find_element(By.NAME, "endpoint")).select_by_visible_text("demo script")
     browser.find_element(By.ID, "optimize-button").click()

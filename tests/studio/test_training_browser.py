@@ -5,7 +5,6 @@ an agent run on a CPU problem. daphne and the worker run as separate processes o
 and Redis, as in production."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from tests import processes
 from tests.apps.cast import problem  # noqa: F401
 from tests.processes import ROOT
+from tests.studio.browser import chrome, need_chromium
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,8 +38,7 @@ def tiny_checkpoint(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def studio(tmp_path: Path):
-    if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        pytest.skip("needs Debian's chromium and chromium-driver (make browser)")
+    need_chromium()
     env = processes.studio_env(KSTUDIO_TRAINING_DIR=str(tmp_path / "training"))
     url, web = processes.daphne(env, log=tmp_path / "daphne.log")
     # One worker for every queue: the problem's check (build), the training (train), the agent's turns (agent, gpu).
@@ -50,15 +49,7 @@ def studio(tmp_path: Path):
 
 @pytest.fixture
 def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")), options=options)
-    driver.implicitly_wait(5)
+    driver = chrome(1400, 1000, logs=())
     yield driver
     driver.quit()
 

@@ -71,3 +71,8 @@ def test_the_engine_judges_the_corpus_candidate_as_expected(case, evaluators):
             assert set(verdict.flag_names()) & set(case.flags), summary
         if case.message:
             assert re.search(case.message, verdict.message), summary
+    # What a job reports of its own writes is checked from the host too: nothing may have landed here.
+    checkout = CORPUS.parents[1]
+    escaped = [p for p in (checkout / "agent" / "kstudio_escape.py", checkout / "var" / "kstudio_escape",
+                           checkout / "kstudio_escape") if p.exists()]
+    assert not escaped, f"a job wrote into the checkout: {escaped}"
