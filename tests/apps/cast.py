@@ -39,6 +39,18 @@ def problem(owner):
 
 
 @pytest.fixture
+def run(owner, problem):
+    """The owner's run on the problem, with three events already (seq 1-3) for replay tests."""
+    from apps.runs.models import Run
+    from apps.runs.services import append_event
+
+    run = Run.objects.create(problem=problem, owner=owner)
+    for i in range(3):
+        append_event(run.pk, "step", {"i": i})
+    return run
+
+
+@pytest.fixture
 def fast_eval(settings):
     """Quick evaluations: no torch.compile baseline, few timed iterations."""
     settings.KSTUDIO_DEVICE = "cpu"

@@ -11,6 +11,7 @@ from django.test import Client
 
 from apps.runs.models import Run
 from apps.runs.services import append_event
+from tests.apps.cast import run  # noqa: F401
 from tests import processes
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,14 +24,6 @@ def studio_url(django_db_setup, django_db_blocker, tmp_path_factory):
     url, web = processes.daphne(env, tmp_path_factory.mktemp("daphne") / "daphne.log")
     yield url
     processes.stop([web])
-
-
-@pytest.fixture
-def run(owner, problem):
-    run = Run.objects.create(problem=problem, owner=owner)
-    for i in range(3):
-        append_event(run.pk, "step", {"i": i})
-    return run
 
 
 def _session(user) -> str:

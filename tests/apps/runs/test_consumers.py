@@ -10,6 +10,7 @@ from apps.runs import live
 from apps.runs.models import Event, Run
 from apps.runs.routing import websocket_urlpatterns
 from apps.runs.services import append_event
+from tests.apps.cast import run  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -18,14 +19,6 @@ def _communicator(user, run_id: int, after: int = 0) -> WebsocketCommunicator:
     comm = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/runs/{run_id}/?after={after}")
     comm.scope["user"] = user
     return comm
-
-
-@pytest.fixture
-def run(owner, problem):
-    run = Run.objects.create(problem=problem, owner=owner)
-    for i in range(3):
-        append_event(run.pk, "step", {"i": i})
-    return run
 
 
 def test_it_replays_after_the_given_seq_then_streams_live_events_once(owner, run):
