@@ -74,6 +74,7 @@ def _clock_table() -> dict[str, Callable[..., Any]]:
         "time.time": time.time,
         "time.sleep": time.sleep,
         "torch.cuda.synchronize": torch.cuda.synchronize,
+        "torch.cuda._sleep": torch.cuda._sleep,
         "torch.cuda.Event.record": torch.cuda.Event.record,
         "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
         "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,

@@ -5,6 +5,14 @@ result cached by pointer is wrong), the L2 cache is flushed, then the call is br
 events and by a host clock read after a device-wide synchronisation (work hidden on a side stream
 shows up on the host clock only). Iteration counts are fixed, so the outputs of the last R timed
 calls can be checked against the reference computed in another process.
+
+On a GPU the stream is kept busy across the host's launch: after the synchronisation a short device-side
+spin (BUSY_US) is queued before the start event, so the start event fires only when the call's own work
+is already queued behind it. Without it the event interval also holds the host's time to launch the
+call (the Python forward, argument checks, allocation: tens of microseconds), which put the engine's
+medians 5-25% above triton's do_bench on ~0.2 ms kernels and made them vary between processes; with it
+they agree within 1% (docs/benchmarks.md, section 6). The host clock starts before the spin, and the
+spin's own device time (its events) is taken off it, so the two clocks still measure the same interval.
 """
 from __future__ import annotations
 
@@ -39,6 +47,16 @@ def summarize(samples: list[float]) -> dict[str, float]:
         "min_ms": ordered[0],
         "iterations": n,
     }
+
+
+# Long enough to cover the host's launch of a call; short next to the flush and refill of each iteration.
+BUSY_US = 200.0
+
+
+def busy_cycles(device_index: int = 0) -> int:
+    """Clock cycles of BUSY_US at the GPU's top clock (at a lower clock the spin only lasts longer)."""
+    khz = getattr(torch.cuda.get_device_properties(device_index), "clock_rate", 0) or 2_000_000
+    return int(BUSY_US * khz / 1000)
 
 
 class Flusher:
@@ -95,26 +113,30 @@ def time_calls(
 
     Event = clocks.originals["torch.cuda.Event"]
     record, elapsed = clocks.originals["torch.cuda.Event.record"], clocks.originals["torch.cuda.Event.elapsed_time"]
+    spin, cycles = (clocks.originals["torch.cuda._sleep"], busy_cycles()) if cuda else (None, 0)
     device_ms, host_ms, digests = [], [], {}
     for i in range(iterations):
         args = refill(i, timed=True)
         flush()
         sync()
         if cuda:
-            begin, end = Event(enable_timing=True), Event(enable_timing=True)
+            queued, begin, end = Event(enable_timing=True), Event(enable_timing=True), Event(enable_timing=True)
             t0 = now()
+            record(queued)
+            spin(cycles)
             record(begin)
             out = fn(*args)
             record(end)
             sync()
             t1 = now()
             device_ms.append(elapsed(begin, end))
+            host_ms.append((t1 - t0) * 1000 - elapsed(queued, begin))
         else:
             t0 = now()
             out = fn(*args)
             t1 = now()
             device_ms.append((t1 - t0) * 1000)
-        host_ms.append((t1 - t0) * 1000)
+            host_ms.append((t1 - t0) * 1000)
         if i >= iterations - rotate:
             digests[i] = digest(_as_list(out), digest_seed)
         del out
