@@ -5,6 +5,7 @@ or a hang in one cannot take the others down; a run that prints no JSON, exits a
 --timeout counts as not accepted, with the reason (and the tail of its stderr) recorded.
 
 Usage: python benchmarks/builtin_policy.py --device cuda --max-turns 8 --out results.json
+       python benchmarks/builtin_policy.py --device cuda --prebuild 14 --only softmax_rows,row_max
        python benchmarks/builtin_policy.py --device cpu --only relu_scale_bias,softmax_rows
 """
 from __future__ import annotations
@@ -83,6 +84,39 @@ def _failure(example: str, reason: str, stderr: str | None, exit_code: int | Non
     return {"example": example, "status": "failed", "stop_reason": f"{reason}: {last_line}" if last_line else reason,
             "policy": "builtin", "turns": None, "wall_seconds": elapsed, "verdict": None,
             "exit_code": exit_code, "stderr_tail": tail, "process_seconds": elapsed}
+
+
+def prebuild(paths: list[Path], device: str, jobs: int) -> float:
+    """Compile every variant the policy will propose for these examples into the shared build cache, `jobs`
+    builds at once, so that the runs after it time turns, not nvcc (a lent GPU box's minutes are short).
+    The sources are the policy's own (same trace, plan and templates); returns the seconds it took."""
+    from concurrent.futures import ThreadPoolExecutor
+    import tempfile
+
+    from agent.builtin.codegen import candidate_source, variants
+    from agent.builtin.lower import lower
+    from agent.evaluate import EvalConfig, Evaluator
+
+    started = time.monotonic()
+    folder = Path(tempfile.mkdtemp(prefix="kstudio-prebuild-"))
+    files = []
+    with Evaluator(EvalConfig(device=device, compile_baseline=False)) as evaluator:
+        for path in paths:
+            plan = lower(evaluator.trace_problem(path.read_text()))
+            for i, variant in enumerate(variants(plan, device)):
+                file = folder / f"{path.stem}_{i}.py"
+                file.write_text(candidate_source(plan, variant, device))
+                files.append(file)
+
+    def build(file: Path) -> str:
+        done = subprocess.run([sys.executable, "-m", "agent", "build", str(file), "--device", device, "--json"],
+                              cwd=ROOT, capture_output=True, text=True)
+        return f"{file.stem}: {'built' if done.returncode == 0 else 'FAILED ' + done.stdout[-300:] + done.stderr[-300:]}"
+
+    with ThreadPoolExecutor(jobs) as pool:
+        for line in pool.map(build, files):
+            print(f"prebuild {line}", file=sys.stderr, flush=True)
+    return time.monotonic() - started
 
 
 def accepted(result: Result) -> bool:
@@ -192,9 +226,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-turns", type=int, default=8, help="model turns per example")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per example before it is killed")
     parser.add_argument("--out", type=Path, default=None, help="write the raw results as JSON here")
+    parser.add_argument("--prebuild", type=int, default=0, metavar="JOBS",
+                        help="first compile every variant into the build cache, JOBS at once (0: no prebuild)")
     args = parser.parse_args(argv)
     paths = _examples(args.only)
     host = machine(args.device)
+    if args.prebuild:
+        print(f"prebuilt every variant in {prebuild(paths, args.device, args.prebuild):.1f} s", file=sys.stderr, flush=True)
     results: list[Result] = []
     for path in paths:
         print(f"{path.stem} ...", file=sys.stderr, flush=True)

@@ -27,6 +27,7 @@ class Variant:
     block: int = 256
     vec: int = 1
     cpu_loop: str = "rows"  # "rows": parallel rows, SIMD columns; "flat": one parallel SIMD loop
+    registers: bool = False  # CUDA row ops: each thread keeps its part of the row in registers
 
 
 def variants(plan: Plan, device: str) -> list[Variant]:
@@ -36,11 +37,25 @@ def variants(plan: Plan, device: str) -> list[Variant]:
         return [Variant("rows across threads, SIMD over columns", cpu_loop="rows"),
                 Variant("one flat SIMD loop split across threads", cpu_loop="flat")]
     if plan.row is not None:
-        return [Variant(f"one block of {b} threads per row", block=b) for b in (256, 512, 128, 1024)]
+        return _cuda_row_variants(plan)
     found = [Variant("256 threads, float4 per thread", 256, 4), Variant("512 threads, float4 per thread", 512, 4),
              Variant("128 threads, float4 per thread", 128, 4), Variant("256 threads, one element per thread", 256, 1)]
     return found if plan.shape[-1] % 4 == 0 else [Variant(f"{b} threads, one element per thread", b, 1)
                                                   for b in (256, 512, 128)]
+
+
+def _cuda_row_variants(plan: Plan) -> list[Variant]:
+    """Rows held in registers where the row splits evenly over the threads (one read of the row, float4
+    where the row length allows), best guesses first; then the streaming template, which takes any row
+    length and re-reads the row (from shared memory where it fits) for each statistic."""
+    columns = _row_shapes(plan)[0][-1]
+    vec = 4 if columns % 4 == 0 else 1
+    access = "float4 loads and stores" if vec == 4 else "one float per access"
+    held = [Variant(f"the row in registers, {b} threads per row, {columns // b} values per thread, {access}",
+                    block=b, vec=vec, registers=True)
+            for b in (256, 512, 1024, 128, 64, 32) if register_fit(columns, b, vec)][:4]
+    streamed = [Variant(f"one block of {b} threads per row, streaming the row", block=b) for b in (256, 1024)]
+    return held + streamed[:6 - len(held)]
 
 
 def candidate_source(plan: Plan, variant: Variant, device: str) -> str:
@@ -531,12 +546,7 @@ def _cuda_cross_entropy(plan: Plan, variant: Variant) -> str:
         launch = f"    ce_rows<<<{rows}, {variant.block}, 0, {stream}>>>({_pointers(plan)});\n    KS_LAUNCH_CHECK();"
         return f"{per_row}\n\ntorch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, True)}\n{launch}\n    return out;\n}}"
     k = plan.bases().index(row.target.source)
-    total = (f"__global__ void ce_total(const float* __restrict__ losses, const int64_t* __restrict__ p{k}, "
-             f"float* __restrict__ o) {{\n    __shared__ float red[32];\n    float s = 0.0f, n = 0.0f;\n"
-             f"    for (long long r = threadIdx.x; r < {rows}LL; r += blockDim.x) {{\n"
-             f"        if ({target} != {ignore}LL) {{ s += losses[r]; n += 1.0f; }}\n    }}\n"
-             f"    s = block_sum(s, red);\n    n = block_sum(n, red);\n"
-             f"    if (threadIdx.x == 0) o[0] = {'s / n' if row.reduction == 'mean' else 's'};\n}}")
+    total = _ce_total(plan)
     launch = (f"    auto losses = torch::empty({{{rows}}}, out.options());\n"
               f"    ce_rows<<<{rows}, {variant.block}, 0, {stream}>>>({_pointers(plan).replace(', o', ', losses.data_ptr<float>()')});\n"
               f"    KS_LAUNCH_CHECK();\n    ce_total<<<1, 1024, 0, {stream}>>>(losses.data_ptr<float>(), p{k}, o);\n"
@@ -545,9 +555,26 @@ def _cuda_cross_entropy(plan: Plan, variant: Variant) -> str:
             f"{launch}\n    return out;\n}}")
 
 
+def _ce_total(plan: Plan) -> str:
+    """The reduced loss from the per-row losses, in a fixed tree order (float atomics would make the sum
+    differ from run to run); ignored rows are skipped by their target."""
+    row = plan.row
+    assert row is not None and row.target is not None
+    rows, _, _, target = _cross_entropy_parts(plan)
+    k = plan.bases().index(row.target.source)
+    return (f"__global__ void ce_total(const float* __restrict__ losses, const int64_t* __restrict__ p{k}, "
+            f"float* __restrict__ o) {{\n    __shared__ float red[32];\n    float s = 0.0f, n = 0.0f;\n"
+            f"    for (long long r = threadIdx.x; r < {rows}LL; r += blockDim.x) {{\n"
+            f"        if ({target} != {row.ignore_index}LL) {{ s += losses[r]; n += 1.0f; }}\n    }}\n"
+            f"    s = block_sum(s, red);\n    n = block_sum(n, red);\n"
+            f"    if (threadIdx.x == 0) o[0] = {'s / n' if row.reduction == 'mean' else 's'};\n}}")
+
+
 def _cuda_row(plan: Plan, variant: Variant) -> str:
     row = plan.row
     assert row is not None
+    if variant.registers:
+        return _cuda_row_regs(plan, variant)
     if row.kind == "cross_entropy":
         return _cuda_cross_entropy(plan, variant)
     in_shape, out_shape = _row_shapes(plan)
@@ -607,3 +634,171 @@ def _cuda_row(plan: Plan, variant: Variant) -> str:
     launch = (f"    row_kernel<<<{rows}, {variant.block}, 0, reinterpret_cast<cudaStream_t>(stream)>>>({_pointers(plan)});\n"
               "    KS_LAUNCH_CHECK();")
     return f"{kernel}\n\ntorch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, True)}\n{launch}\n    return out;\n}}"
+
+
+# ------------------------------------------------------------------------ CUDA rows in registers
+
+# A thread keeps at most this many values of its row in registers (more with fewer threads per block,
+# since __launch_bounds__ then leaves more registers to each thread).
+def _register_budget(block: int) -> int:
+    return 32 if block >= 1024 else 64
+
+
+def register_fit(columns: int, block: int, vec: int) -> bool:
+    """Whether a row of `columns` splits evenly over `block` threads of `vec`-wide groups, within the
+    register budget: then every thread holds its part of the row and no element needs a bounds check."""
+    return (block % 32 == 0 and columns % (block * vec) == 0
+            and columns // block <= _register_budget(block))
+
+
+def _leaves_of(value: Any) -> list[Leaf]:
+    found: list[Leaf] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, Leaf) and v not in found:
+            found.append(v)
+        elif isinstance(v, Expr):
+            for o in v.operands:
+                walk(o)
+    walk(value)
+    return found
+
+
+def _vector_loads(plan: Plan, leaves: list[Leaf], shape: tuple[int, ...], lines: list[str], vec: int) -> dict[Leaf, str]:
+    """float4 loads at columns c0..c0+3 (when vec is 4) for the leaves read along the row with stride 1
+    from 16-byte aligned positions; the others are read element by element."""
+    names: dict[Leaf, str] = {}
+    for leaf in leaves if vec == 4 else []:
+        view = broadcast_leaf(leaf, shape)
+        if view.strides[-1] == 1 and view.offset % 4 == 0 and all(s % 4 == 0 for s in view.strides[:-1]):
+            name = f"w{len(names)}"
+            lines.append(f"const float4 {name} = *reinterpret_cast<const float4*>("
+                         f"&p{plan.bases().index(leaf.source)}[{_index_at(view, shape, 'c0', 'i0')}]);")
+            names[leaf] = name
+    return names
+
+
+def _element(plan: Plan, value: Any, shape: tuple[int, ...], prefix: str, j: int, vec: int,
+             loaded: dict[Leaf, str], row_value: str = "y") -> tuple[list[str], str]:
+    """Statements and the C value of `value` at element j of the group starting at column c0."""
+    e = _Emitter(plan, shape, prefix, row_value)
+    for leaf, name in loaded.items():
+        e.names[leaf] = f"{name}.{'xyzw'[j]}" if vec == 4 else name
+    c, i = (f"(c0 + {j})", f"(i0 + {j})") if j else ("c0", "i0")
+    e.leaf_index = lambda leaf: _index_at(broadcast_leaf(leaf, shape), shape, c, i)  # type: ignore[method-assign]
+    result = e.value(value)
+    return e.lines, result
+
+
+def _group_loop(body: list[str]) -> str:
+    """A loop over this thread's groups of the row, unrolled so every register index is a constant."""
+    inner = "\n".join(f"        {line}" for line in body)
+    return ("    #pragma unroll\n    for (int k = 0; k < ITEMS; ++k) {\n"
+            "        const long long c0 = ((long long)k * BLOCK + threadIdx.x) * VEC, i0 = r * C + c0; (void)i0;\n"
+            f"{inner}\n    }}\n")
+
+
+def _row_regs_kernel(plan: Plan, name: str, block: int, vec: int) -> str:
+    """One block per row; each thread loads its ITEMS groups of VEC columns once into registers, and
+    every statistic and the write work from there: the row moves through memory once in and once out."""
+    row = plan.row
+    assert row is not None
+    in_shape, out_shape = _row_shapes(plan)
+    columns = in_shape[-1]
+    kind = row.kind
+    source = row.source
+    load: list[str] = []
+    loaded = _vector_loads(plan, _leaves_of(source), in_shape, load, vec)
+    for j in range(vec):
+        lines, value = _element(plan, source, in_shape, f"x{j}_", j, vec, loaded)
+        load += lines + [f"xs[k * VEC + {j}] = {value};"]
+
+    def over(statement: str) -> str:
+        return f"    #pragma unroll\n    for (int e = 0; e < ITEMS * VEC; ++e) {{ const float xv = xs[e]; {statement} }}\n"
+
+    maxed = "float m = -INFINITY;\n" + over("m = (xv != xv || xv > m) ? xv : m;") + "    m = block_max(m, red);\n"
+    stats = {
+        "sum": "float acc = 0.0f;\n" + over("acc += xv;") + "    const float y = block_sum(acc, red);\n",
+        "mean": "float acc = 0.0f;\n" + over("acc += xv;") + "    const float y = block_sum(acc, red) / (float)C;\n",
+        "amax": "float acc = -INFINITY;\n" + over("acc = (xv != xv || xv > acc) ? xv : acc;")
+                + "    const float y = block_max(acc, red);\n",
+        # exp(x - m) is kept in place of x: the write multiplies it by 1/sum.
+        "softmax": maxed + "    float s = 0.0f;\n" + over("xs[e] = expf(xv - m); s += xs[e];")
+                   + "    const float inv = 1.0f / block_sum(s, red);\n",
+        "log_softmax": maxed + "    float s = 0.0f;\n" + over("s += expf(xv - m);")
+                       + "    const float shift = m + logf(block_sum(s, red));\n",
+        "cross_entropy": maxed + "    float s = 0.0f;\n" + over("s += expf(xv - m);") + "    s = block_sum(s, red);\n",
+        "layer_norm": "float s = 0.0f;\n" + over("s += xv;") + "    const float mean = block_sum(s, red) / (float)C;\n"
+                      "    float q = 0.0f;\n" + over("const float d = xv - mean; q += d * d;")
+                      + f"    const float rstd = rsqrtf(block_sum(q, red) / (float)C + {ops.literal(row.eps)});\n",
+        "rms_norm": "float q = 0.0f;\n" + over("q += xv * xv;")
+                    + f"    const float rstd = rsqrtf(block_sum(q, red) / (float)C + {ops.literal(row.eps)});\n",
+    }[kind]
+    if kind in ("sum", "mean", "amax"):
+        epi = _epilogue(plan, out_shape)
+        result = epi.value(plan.output)
+        lines = "\n".join(f"        {line}" for line in epi.lines)
+        tail = (f"    if (threadIdx.x == 0) {{\n        const long long c = 0, i = r; (void)c; (void)i;\n{lines}\n"
+                f"        o[r] = {result};\n    }}\n")
+    elif kind == "cross_entropy":
+        _, _, logit, target = _cross_entropy_parts(plan)
+        tail = (f"    if (threadIdx.x == 0) {{\n        const long long t = {target};\n        float picked = 0.0f;\n"
+                f"        if (t >= 0 && t < C) {{ const long long c = t, i = r * C + c; (void)i; picked = {logit}; }}\n"
+                f"        o[r] = t == {row.ignore_index}LL ? 0.0f : m + logf(s) - picked;\n    }}\n")
+    else:
+        weight = [leaf for leaf in (row.weight, row.bias) if leaf is not None]
+        write: list[str] = []
+        wloaded = _vector_loads(plan, weight + [x for x in _leaves_of(plan.output) if x not in weight], in_shape, write, vec)
+        outs = []
+        for j in range(vec):
+            x = f"xs[k * VEC + {j}]"
+            y = {"softmax": f"{x} * inv", "log_softmax": f"{x} - shift", "layer_norm": f"({x} - mean) * rstd",
+                 "rms_norm": f"{x} * rstd"}[kind]
+            for leaf, sign, prefix in ((row.weight, " * ", f"w{j}_"), (row.bias, " + ", f"b{j}_")):
+                if leaf is not None:
+                    lines, term = _element(plan, leaf, in_shape, prefix, j, vec, wloaded)
+                    write += lines
+                    y += f"{sign}{term}"
+            lines, value = _element(plan, plan.output, in_shape, f"e{j}_", j, vec, wloaded, row_value=f"y{j}")
+            write += [f"const float y{j} = {y};"] + lines
+            outs.append(value)
+        if vec == 4:
+            write.append(f"*reinterpret_cast<float4*>(&o[i0]) = make_float4({', '.join(outs)});")
+        else:
+            write.append(f"o[i0] = {outs[0]};")
+        tail = _group_loop(write)
+    return (f"namespace {name} {{\nconstexpr int BLOCK = {block}, VEC = {vec}, ITEMS = {columns // (block * vec)};\n"
+            f"constexpr long long C = {columns}LL;\n"
+            f"__global__ void __launch_bounds__(BLOCK) kernel(const {_params(plan)[6:]}) {{\n"
+            f"    __shared__ float red[32];\n    const long long r = blockIdx.x;\n    float xs[ITEMS * VEC];\n"
+            f"{_group_loop(load)}    {stats}{tail}}}\n}}  // namespace {name}")
+
+
+def _cuda_row_regs(plan: Plan, variant: Variant) -> str:
+    row = plan.row
+    assert row is not None
+    in_shape, _ = _row_shapes(plan)
+    rows = math.prod(in_shape[:-1])
+    stream = "reinterpret_cast<cudaStream_t>(stream)"
+    pointers = _pointers(plan)
+    losses = row.kind == "cross_entropy" and row.reduction != "none"
+    if losses:
+        pointers = pointers.replace(", o", ", losses.data_ptr<float>()")
+    kernels = [_row_regs_kernel(plan, "regs1", variant.block, 1)]
+    launch = f"    regs1::kernel<<<{rows}, regs1::BLOCK, 0, {stream}>>>({pointers});\n"
+    if variant.vec == 4:
+        # float4 needs 16-byte aligned tensors; a misaligned one (a view into a larger tensor) takes the
+        # same template one column per access, each thread then holding 4x as many groups.
+        kernels = [_row_regs_kernel(plan, "regs4", variant.block, 4), _row_regs_kernel(plan, "regs1", variant.block, 1)]
+        aligned = " | ".join(f"reinterpret_cast<uintptr_t>(p{k})" for k in range(len(plan.bases())))
+        launch = (f"    if ((({aligned}) % 16) == 0) {{\n"
+                  f"        regs4::kernel<<<{rows}, regs4::BLOCK, 0, {stream}>>>({pointers});\n    }} else {{\n"
+                  f"        regs1::kernel<<<{rows}, regs1::BLOCK, 0, {stream}>>>({pointers});\n    }}\n")
+    if losses:
+        launch = f"    auto losses = torch::empty({{{rows}}}, out.options());\n" + launch
+        kernels.append(_ce_total(plan))
+        k = plan.bases().index(row.target.source)  # type: ignore[union-attr]
+        launch += f"    KS_LAUNCH_CHECK();\n    ce_total<<<1, 1024, 0, {stream}>>>(losses.data_ptr<float>(), p{k}, o);\n"
+    launch += "    KS_LAUNCH_CHECK();"
+    return "\n\n".join(kernels) + (f"\n\ntorch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, True)}\n"
+                                   f"{launch}\n    return out;\n}}")

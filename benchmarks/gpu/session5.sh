@@ -19,7 +19,7 @@ for step in "$@"; do
     stage_a)
       timeout 380 bash benchmarks/gpu/trainer_stage_a.sh 2>&1 | tee $OUT/stage_a.txt | tail -40 ;;
     builtin:*)
-      python3 benchmarks/builtin_policy.py --device cuda --max-turns 8 --timeout 150 --out $OUT/builtin.json \
+      python3 benchmarks/builtin_policy.py --device cuda --max-turns 8 --timeout 150 --prebuild 14 --out $OUT/builtin.json \
         --only ${step#builtin:} 2> $OUT/builtin.err | tee $OUT/builtin.md
       grep -v '\.\.\.$' $OUT/builtin.err | tail -20 ;;
     fidelity)

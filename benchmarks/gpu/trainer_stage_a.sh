@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Issue 7 on the GPU box: stage (a), single-turn GRPO, for a few steps on a small random Qwen2 built from a
-# config (trainer/presets/h100-small.yaml). The box has no trl/datasets: carry their wheels in .whl/.
+# config (trainer/presets/h100-small.yaml). The box has no trl/datasets and an older transformers than we pin: carry
+# their wheels in .whl/, or one .whl/site.tar.xz of them unpacked into site_box/ (made on the dev box, see docs/benchmarks.md §12).
 # Usage on the GPU box: bash benchmarks/gpu/trainer_stage_a.sh
 set -u
 OUT=${OUT:-/tmp/out}
-if ls .whl/*.whl >/dev/null 2>&1; then
+if [ -f .whl/site.tar.xz ]; then
+  # The wheels unpacked here and packed with xz (pyarrow and transformers as wheels are over the 64 MiB a call carries).
+  tar -xJf .whl/site.tar.xz -C /tmp || exit 1
+  export PYTHONPATH=/tmp/site_box:$PWD
+elif ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:$PWD
 else
