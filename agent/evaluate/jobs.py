@@ -116,7 +116,7 @@ def reference(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
 
     def check(index: int, outs: list[torch.Tensor]) -> None:
         if candidate is not None:
-            got = [t.to(device) for t in candidate.tensors("trial", index)]
+            got = candidate.device_tensors(device, "trial", index)
             header["comparisons"].append(asdict(compare_outputs(outs, got, *tolerances)))
 
     with torch.no_grad():

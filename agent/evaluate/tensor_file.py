@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from agent.evaluate.page_lock import page_locked
+
 _ALIGN = mmap.PAGESIZE  # mmap offsets must be page-aligned
 _DTYPES = {str(d): d for d in (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64,
                                torch.complex128, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
@@ -63,11 +65,9 @@ class TensorFileWriter:
                                   f"a {tuple(t.shape)} {t.dtype} output does not fit")
         self.size = offset + _round_up(max(nbytes, 1))
         if nbytes:
-            # MAP_POPULATE: the kernel allocates the pages in one go, not one fault per 4 KiB during the copy.
-            with mmap.mmap(self.fd, nbytes, flags=mmap.MAP_SHARED | _POPULATE, offset=offset) as region:
-                view = torch.frombuffer(region, dtype=t.dtype, count=t.numel()).view(t.shape)
-                view.copy_(t)  # from the GPU this is the one device-to-host copy
-                del view  # the mapping cannot close while a tensor still exports it
+            view = _shared(self.fd, offset, t.dtype, list(t.shape))
+            with page_locked(view):  # a no-op unless the output is on a GPU (CUDA initialised) and large
+                view.copy_(t)  # from a GPU the one device-to-host copy, a DMA where the pages could be locked
         self.layout.append({"key": list(key), "shape": list(t.shape), "dtype": str(t.dtype), "offset": offset,
                             "nbytes": nbytes})
 
@@ -76,6 +76,7 @@ class TensorFileReader:
     """Tensors of a file written by TensorFileWriter, as CPU tensors over a private mapping."""
 
     def __init__(self, fd: int, layout: Any) -> None:
+        self._fd = fd
         self._entries = _checked_layout(layout, os.fstat(fd).st_size)
         used = max((offset + nbytes for _, _, offset, nbytes in self._entries.values()), default=0)
         # A private (copy-on-write) mapping of the part in use: writable for torch, yet nothing
@@ -101,6 +102,32 @@ class TensorFileReader:
         while (t := self.get((*prefix, len(out)))) is not None:
             out.append(t)
         return out
+
+    def device_tensors(self, device: str, *prefix: Any) -> list[torch.Tensor]:
+        """As tensors(), copied to `device`. To a GPU each is read through a shared mapping of its own whose
+        pages are locked for the copy (the private mapping's pages could only be locked by copying them)."""
+        if device != "cuda":
+            return [t.to(device) for t in self.tensors(*prefix)]
+        out: list[torch.Tensor] = []
+        while (entry := self._entries.get((*prefix, len(out)))) is not None:
+            dtype, shape, offset, nbytes = entry
+            if nbytes == 0:
+                out.append(torch.empty(shape, dtype=dtype, device=device))
+                continue
+            view = _shared(self._fd, offset, dtype, shape)
+            with page_locked(view):
+                out.append(view.to(device))
+        return out
+
+
+def _shared(fd: int, offset: int, dtype: torch.dtype, shape: list[int]) -> torch.Tensor:
+    """A tensor over a shared mapping of the file at `offset`; the mapping goes when the tensor does."""
+    numel = 1
+    for n in shape:
+        numel *= n
+    # MAP_POPULATE: the kernel allocates (or maps) the pages in one go, not one fault per 4 KiB during the copy.
+    region = mmap.mmap(fd, numel * _itemsize(dtype), flags=mmap.MAP_SHARED | _POPULATE, offset=offset)
+    return torch.frombuffer(region, dtype=dtype, count=numel).view(shape)
 
 
 def _itemsize(dtype: torch.dtype) -> int:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 5's device calls. Usage on the GPU box: bash benchmarks/gpu/session5.sh STEP...
 # STEP: probe (timing protocol knobs, 3 fresh processes per candidate), stage_a (issue 7),
-# builtin:NAMES (the built-in policy over examples, comma-separated names), fidelity, latency.
+# builtin:NAMES (the built-in policy over examples, comma-separated names), fidelity, latency,
+# pytest:PATHS (GPU tests, e.g. pytest:tests/agent/evaluate/test_tensor_file.py).
 set -u
 export PYTHONPATH=$PWD KSTUDIO_CACHE_DIR=/root/kscache
 OUT=${OUT:-/tmp/out}
@@ -25,6 +26,9 @@ for step in "$@"; do
     fidelity)
       python3 benchmarks/timing_fidelity.py --repeats 5 --json $OUT/fidelity.json 2>&1 | tail -12 ;;
     latency)
-      python3 benchmarks/turn_latency.py --device cuda --backends cuda,nvrtc,triton --repeats 5 2>&1 | tail -20 ;;
+      python3 benchmarks/turn_latency.py --device cuda --backends cuda,nvrtc,triton --repeats 5 --json $OUT/latency.json \
+        2> $OUT/latency.err | tail -8 ;;
+    pytest:*)
+      python3 -m pytest -q -p no:cacheprovider ${step#pytest:} 2>&1 | tail -15 ;;
   esac
 done

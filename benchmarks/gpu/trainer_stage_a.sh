@@ -7,8 +7,14 @@ set -u
 OUT=${OUT:-/tmp/out}
 if [ -f .whl/site.tar.xz ]; then
   # The wheels unpacked here and packed with xz (pyarrow and transformers as wheels are over the 64 MiB a call carries).
+  # They go into the interpreter's own site-packages, replacing older copies: datasets fingerprints a table
+  # with dill, which pickles by value (and fails on pyarrow's types) any module outside sys.prefix, such as
+  # one found through PYTHONPATH.
   tar -xJf .whl/site.tar.xz -C /tmp || exit 1
-  export PYTHONPATH=/tmp/site_box:$PWD
+  SP=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  for pkg in $(ls /tmp/site_box | sed -E 's/-[0-9].*\.dist-info$//' | sort -u); do rm -rf "$SP/$pkg" "$SP/$pkg"-*.dist-info; done
+  cp -a /tmp/site_box/. "$SP"/ || exit 1
+  export PYTHONPATH=$PWD
 elif ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:$PWD

@@ -57,3 +57,32 @@ def test_it_refuses_outputs_beyond_the_capacity_the_parent_gave(fd):
     writer.put(["small"], torch.ones(1024))
     with pytest.raises(TensorFileError, match="exceed"):
         writer.put(["big"], torch.ones(1 << 20))
+
+
+def test_device_tensors_hand_back_the_stored_values_on_the_requested_device(fd):
+    writer = TensorFileWriter(fd)
+    tensors = [torch.randn(64, 64), torch.empty(0, 2)]
+    for j, t in enumerate(tensors):
+        writer.put(["trial", 0, j], t)
+    got = TensorFileReader(fd, writer.layout).device_tensors("cpu", "trial", 0)
+    assert [g.shape for g in got] == [t.shape for t in tensors] and torch.equal(got[0], tensors[0])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: page-locking is for device copies")
+def test_large_gpu_outputs_cross_through_locked_pages_bit_for_bit():
+    from agent.evaluate.page_lock import page_locked
+
+    descriptor = tensor_file.create(64 << 20, "test-gpu")
+    try:
+        out = torch.randn(4096, 1024, device="cuda")  # 16 MiB: above the size where locking pays
+        writer = TensorFileWriter(descriptor)
+        writer.put(["trial", 0, 0], out)
+        reader = TensorFileReader(descriptor, writer.layout)
+        view = tensor_file._shared(descriptor, 0, torch.float32, [4096, 1024])
+        with page_locked(view) as locked:
+            assert locked, "the driver refused to lock a shared memfd mapping"
+        got = reader.device_tensors("cuda", "trial", 0)
+        assert got[0].is_cuda and torch.equal(got[0], out)
+        torch.cuda.synchronize()  # no CUDA error was left behind by the registrations
+    finally:
+        os.close(descriptor)
