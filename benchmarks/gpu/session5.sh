@@ -29,6 +29,8 @@ for step in "$@"; do
       python3 benchmarks/turn_latency.py --device cuda --backends cuda,nvrtc,triton --repeats 5 --json $OUT/latency.json \
         2> $OUT/latency.err | tail -8 ;;
     pytest:*)
+      python3 -c 'import pytest' 2>/dev/null || { python3 -m pip install -q --no-index --no-deps --target /tmp/pyt .whl/pytest/*.whl \
+        && export PYTHONPATH=$PYTHONPATH:/tmp/pyt; }
       python3 -m pytest -q -p no:cacheprovider ${step#pytest:} 2>&1 | tail -15 ;;
   esac
 done
