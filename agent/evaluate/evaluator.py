@@ -19,7 +19,7 @@ import torch
 from agent import validation
 from agent.validation import ProblemNames
 from agent.build.cache import default_cache_root
-from agent.evaluate import tensor_file
+from agent.evaluate.file_pool import FilePool
 from agent.evaluate.codec import DecodeError, read_result
 from agent.evaluate.config import EvalConfig
 from agent.evaluate.plan import TrialPlan
@@ -47,6 +47,7 @@ class Evaluator:
         self.cache_root = Path(cache_root) if cache_root else default_cache_root()
         self.cache_root.mkdir(parents=True, exist_ok=True)
         self.sandbox = sandbox or Sandbox(preload=_preload(self.config), env=self._sandbox_env())
+        self.output_files = FilePool()
 
     def _sandbox_env(self) -> dict[str, str]:
         return {**os.environ, **self._job_env()}
@@ -66,6 +67,7 @@ class Evaluator:
 
     def close(self) -> None:
         self.sandbox.close()
+        self.output_files.close()
 
     # ------------------------------------------------------------------------------------ stages
 
@@ -128,8 +130,7 @@ class Evaluator:
                            build=build, device=cfg.device, seconds=seconds)
 
         plan = _plan(cfg, cfg.seed if cfg.seed is not None else secrets.randbits(62), names)
-        outputs = tensor_file.create(cfg.limits.memory_bytes, "kstudio-candidate-outputs")
-        try:
+        with self.output_files.lend(cfg.limits.memory_bytes) as outputs:
             t0 = time.monotonic()
             out = self._candidate(problem_source, candidate_source, cfg, plan, outputs)
             seconds["candidate"] = time.monotonic() - t0
@@ -140,8 +141,6 @@ class Evaluator:
             # the user's to fix, and must not be blamed on the candidate.
             ref_header = self._reference(problem_source, cfg, plan, outputs, header.get("outputs") if finished else None)
             seconds["reference"] = time.monotonic() - t0
-        finally:
-            os.close(outputs)
         verdict = self._judge(out, header, cfg, ref_header, build)
         if cfg.profile and verdict.stage is Stage.DONE:
             t0 = time.monotonic()
