@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.builtin import ops
-from agent.builtin.lower import Expr, Leaf, Plan, RowResult, broadcast_leaf, contiguous
+from agent.builtin.lower import Expr, Leaf, Plan, RowResult, broadcast_leaf, contiguous, leaves_of
 
 
 @dataclass(frozen=True)
@@ -651,19 +651,6 @@ def register_fit(columns: int, block: int, vec: int) -> bool:
             and columns // block <= _register_budget(block))
 
 
-def _leaves_of(value: Any) -> list[Leaf]:
-    found: list[Leaf] = []
-
-    def walk(v: Any) -> None:
-        if isinstance(v, Leaf) and v not in found:
-            found.append(v)
-        elif isinstance(v, Expr):
-            for o in v.operands:
-                walk(o)
-    walk(value)
-    return found
-
-
 def _vector_loads(plan: Plan, leaves: list[Leaf], shape: tuple[int, ...], lines: list[str], vec: int) -> dict[Leaf, str]:
     """float4 loads at columns c0..c0+3 (when vec is 4) for the leaves read along the row with stride 1
     from 16-byte aligned positions; the others are read element by element."""
@@ -708,7 +695,7 @@ def _row_regs_kernel(plan: Plan, name: str, block: int, vec: int) -> str:
     kind = row.kind
     source = row.source
     load: list[str] = []
-    loaded = _vector_loads(plan, _leaves_of(source), in_shape, load, vec)
+    loaded = _vector_loads(plan, leaves_of(source), in_shape, load, vec)
     for j in range(vec):
         lines, value = _element(plan, source, in_shape, f"x{j}_", j, vec, loaded)
         load += lines + [f"xs[k * VEC + {j}] = {value};"]
@@ -748,7 +735,7 @@ def _row_regs_kernel(plan: Plan, name: str, block: int, vec: int) -> str:
     else:
         weight = [leaf for leaf in (row.weight, row.bias) if leaf is not None]
         write: list[str] = []
-        wloaded = _vector_loads(plan, weight + [x for x in _leaves_of(plan.output) if x not in weight], in_shape, write, vec)
+        wloaded = _vector_loads(plan, weight + [x for x in leaves_of(plan.output) if x not in weight], in_shape, write, vec)
         outs = []
         for j in range(vec):
             x = f"xs[k * VEC + {j}]"

@@ -85,6 +85,21 @@ class RowOp:
         return _shape(self.source)[-1]
 
 
+def leaves_of(*values: Any) -> list[Leaf]:
+    """The distinct tensor views the values read, in order of first appearance."""
+    found: list[Leaf] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, Leaf) and v not in found:
+            found.append(v)
+        elif isinstance(v, Expr):
+            for o in v.operands:
+                walk(o)
+    for value in values:
+        walk(value)
+    return found
+
+
 @dataclass
 class Plan:
     output: Value  # the final value (an Expr, a Leaf, or something over RowResult)
@@ -119,20 +134,8 @@ class Plan:
 
     def leaves(self) -> list[Leaf]:
         """Every distinct tensor view the kernel reads, in a stable order."""
-        found: list[Leaf] = []
-
-        def walk(v: Any) -> None:
-            if isinstance(v, Leaf) and v not in found:
-                found.append(v)
-            elif isinstance(v, Expr):
-                for o in v.operands:
-                    walk(o)
-        if self.row is not None:
-            walk(self.row.source)
-            for extra in (self.row.weight, self.row.bias, self.row.target):
-                walk(extra)
-        walk(self.output)
-        return found
+        row = (self.row.source, self.row.weight, self.row.bias, self.row.target) if self.row is not None else ()
+        return leaves_of(*row, self.output)
 
     def bases(self) -> list[str]:
         """The whole tensors behind the leaves (what the kernel function takes), in a stable order."""

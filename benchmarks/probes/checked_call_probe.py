@@ -44,30 +44,26 @@ def main() -> None:
     nbytes = out.numel() * out.element_size()
     results: dict[str, float] = {}
 
-    def fresh_memfd(lock: bool) -> None:
-        fd = tensor_file.create(nbytes + (1 << 20))
+    def put(fd: int, lock: bool) -> None:
         view = tensor_file._shared(fd, 0, out.dtype, list(out.shape))
         if lock:
             with page_locked(view):
                 view.copy_(out)
         else:
             view.copy_(out)
-        del view
+
+    def fresh_memfd(lock: bool) -> None:
+        fd = tensor_file.create(nbytes + (1 << 20))
+        put(fd, lock)
         os.close(fd)
 
     timed("put into a fresh memfd, page-locked", lambda: fresh_memfd(True), results)
     timed("put into a fresh memfd, pageable", lambda: fresh_memfd(False), results)
     fd = tensor_file.create(nbytes + (1 << 20))
-    warm = tensor_file._shared(fd, 0, out.dtype, list(out.shape))
-    warm.copy_(out)
+    put(fd, False)
 
     def same_memfd(lock: bool) -> None:
-        view = tensor_file._shared(fd, 0, out.dtype, list(out.shape))
-        if lock:
-            with page_locked(view):
-                view.copy_(out)
-        else:
-            view.copy_(out)
+        put(fd, lock)
 
     timed("put into a reused memfd, page-locked", lambda: same_memfd(True), results)
     timed("put into a reused memfd, pageable", lambda: same_memfd(False), results)
