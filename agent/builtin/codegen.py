@@ -12,7 +12,7 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from agent.builtin import ops
 from agent.builtin.lower import Expr, Leaf, Plan, RowResult, broadcast_leaf, contiguous, leaves_of
@@ -265,7 +265,7 @@ def _cpp(plan: Plan, variant: Variant) -> str:
         body = _cpp_row(plan)
     else:
         body = _cpp_pointwise(plan, variant)
-    return f"{head}\n\ntorch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, False)}\n{body}\n    return out;\n}}"
+    return f"{head}\n\n{_run_function(plan, body, cuda=False)}"
 
 
 # CPU kernels run on PyTorch's own thread pool (at::parallel_for), not a second OpenMP runtime: two pools
@@ -475,16 +475,14 @@ def _cuda_pointwise(plan: Plan, variant: Variant) -> str:
                      f"threads, 0, cu_stream>>>({_pointers(plan)});")
     if variant.vec == 4 and columns % 4 == 0:
         kernels.append(_cuda_vec4(plan))
-        aligned = " | ".join(f"reinterpret_cast<uintptr_t>(p{k})" for k in range(len(plan.bases())))
-        launch += (f"    if ((({aligned} | reinterpret_cast<uintptr_t>(o)) % 16) == 0) {{\n"
+        launch += (f"    if ((({_addresses(plan)} | reinterpret_cast<uintptr_t>(o)) % 16) == 0) {{\n"
                    f"        pointwise4<<<(int)std::min<long long>(({n // 4}LL + threads - 1) / threads, "
                    f"(long long)sm_count() * 16), threads, 0, cu_stream>>>({_pointers(plan)});\n"
                    f"    }} else {{\n        {scalar_launch}\n    }}\n")
     else:
         launch += f"    {scalar_launch}\n"
     launch += "    KS_LAUNCH_CHECK();"
-    return "\n\n".join(kernels) + (f"\n\ntorch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, True)}\n"
-                                   f"{launch}\n    return out;\n}}")
+    return "\n\n".join([*kernels, _run_function(plan, launch)])
 
 
 def _cuda_vec4(plan: Plan) -> str:
@@ -528,31 +526,43 @@ def _index_at(view: Leaf, shape: tuple[int, ...], c: str, i: str) -> str:
 def _cuda_cross_entropy(plan: Plan, variant: Variant) -> str:
     """One block per row writes the row's loss (0 for an ignored target); for a reduced loss, one block
     then adds them in a fixed tree order (float atomics would make the sum differ from run to run)."""
-    row = plan.row
-    assert row is not None and row.target is not None
-    rows, columns, logit, target = _cross_entropy_parts(plan)
-    ignore = row.ignore_index
+    rows, columns, logit, _ = _cross_entropy_parts(plan)
     per_row = (f"__global__ void ce_rows(const {_params(plan)[6:]}) {{\n    __shared__ float red[32];\n"
                f"    const long long r = blockIdx.x, C = {columns}LL;\n    float m = -INFINITY;\n"
                f"    for (long long c = threadIdx.x; c < C; c += blockDim.x) {{ const long long i = r * C + c; (void)i; "
                f"const float v = {logit}; m = (v != v || v > m) ? v : m; }}\n    m = block_max(m, red);\n    float s = 0.0f;\n"
                f"    for (long long c = threadIdx.x; c < C; c += blockDim.x) {{ const long long i = r * C + c; (void)i; "
-               f"s += expf({logit} - m); }}\n    s = block_sum(s, red);\n    if (threadIdx.x == 0) {{\n"
-               f"        const long long t = {target};\n        float picked = 0.0f;\n"
-               f"        if (t >= 0 && t < C) {{ const long long c = t, i = r * C + c; (void)i; picked = {logit}; }}\n"
-               f"        o[r] = t == {ignore}LL ? 0.0f : m + logf(s) - picked;\n    }}\n}}")
+               f"s += expf({logit} - m); }}\n    s = block_sum(s, red);\n{_ce_row_loss(plan)}}}")
     stream = "reinterpret_cast<cudaStream_t>(stream)"
-    if row.reduction == "none":
-        launch = f"    ce_rows<<<{rows}, {variant.block}, 0, {stream}>>>({_pointers(plan)});\n    KS_LAUNCH_CHECK();"
-        return f"{per_row}\n\ntorch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, True)}\n{launch}\n    return out;\n}}"
+    extra, launch = _row_launch(plan, lambda pointers: f"    ce_rows<<<{rows}, {variant.block}, 0, {stream}>>>({pointers});\n")
+    return "\n\n".join([per_row, *extra, _run_function(plan, launch)])
+
+
+def _ce_row_loss(plan: Plan) -> str:
+    """Thread 0 writes the row's loss from its max m and sum s of exp(x - m): 0 for an ignored target."""
+    row = plan.row
+    assert row is not None
+    _, _, logit, target = _cross_entropy_parts(plan)
+    return (f"    if (threadIdx.x == 0) {{\n        const long long t = {target};\n        float picked = 0.0f;\n"
+            f"        if (t >= 0 && t < C) {{ const long long c = t, i = r * C + c; (void)i; picked = {logit}; }}\n"
+            f"        o[r] = t == {row.ignore_index}LL ? 0.0f : m + logf(s) - picked;\n    }}\n")
+
+
+def _row_launch(plan: Plan, launch_rows: Callable[[str], str]) -> tuple[list[str], str]:
+    """The launch of a row kernel (`launch_rows` of its pointer arguments) and the kernels it needs besides:
+    a reduced cross-entropy's rows write their losses into a temporary, which ce_total then adds up."""
+    row = plan.row
+    assert row is not None
+    if row.kind != "cross_entropy" or row.reduction == "none":
+        return [], launch_rows(_pointers(plan)) + "    KS_LAUNCH_CHECK();"
+    assert row.target is not None
+    rows = _cross_entropy_parts(plan)[0]
     k = plan.bases().index(row.target.source)
-    total = _ce_total(plan)
-    launch = (f"    auto losses = torch::empty({{{rows}}}, out.options());\n"
-              f"    ce_rows<<<{rows}, {variant.block}, 0, {stream}>>>({_pointers(plan).replace(', o', ', losses.data_ptr<float>()')});\n"
-              f"    KS_LAUNCH_CHECK();\n    ce_total<<<1, 1024, 0, {stream}>>>(losses.data_ptr<float>(), p{k}, o);\n"
-              f"    KS_LAUNCH_CHECK();")
-    return (f"{per_row}\n\n{total}\n\ntorch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, True)}\n"
-            f"{launch}\n    return out;\n}}")
+    stream = "reinterpret_cast<cudaStream_t>(stream)"
+    return [_ce_total(plan)], (f"    auto losses = torch::empty({{{rows}}}, out.options());\n"
+                               + launch_rows(_pointers(plan).replace(", o", ", losses.data_ptr<float>()"))
+                               + f"    KS_LAUNCH_CHECK();\n    ce_total<<<1, 1024, 0, {stream}>>>(losses.data_ptr<float>(), p{k}, o);\n"
+                               "    KS_LAUNCH_CHECK();")
 
 
 def _ce_total(plan: Plan) -> str:
@@ -633,7 +643,7 @@ def _cuda_row(plan: Plan, variant: Variant) -> str:
               f"    const long long r = blockIdx.x;\n    const long long C = {columns}LL;\n{main}}}")
     launch = (f"    row_kernel<<<{rows}, {variant.block}, 0, reinterpret_cast<cudaStream_t>(stream)>>>({_pointers(plan)});\n"
               "    KS_LAUNCH_CHECK();")
-    return f"{kernel}\n\ntorch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, True)}\n{launch}\n    return out;\n}}"
+    return f"{kernel}\n\n{_run_function(plan, launch)}"
 
 
 # ------------------------------------------------------------------------ CUDA rows in registers
@@ -655,7 +665,9 @@ def _vector_loads(plan: Plan, leaves: list[Leaf], shape: tuple[int, ...], lines:
     """float4 loads at columns c0..c0+3 (when vec is 4) for the leaves read along the row with stride 1
     from 16-byte aligned positions; the others are read element by element."""
     names: dict[Leaf, str] = {}
-    for leaf in leaves if vec == 4 else []:
+    if vec != 4:
+        return names
+    for leaf in leaves:
         view = broadcast_leaf(leaf, shape)
         if view.strides[-1] == 1 and view.offset % 4 == 0 and all(s % 4 == 0 for s in view.strides[:-1]):
             name = f"w{len(names)}"
@@ -728,10 +740,7 @@ def _row_regs_kernel(plan: Plan, name: str, block: int, vec: int) -> str:
         tail = (f"    if (threadIdx.x == 0) {{\n        const long long c = 0, i = r; (void)c; (void)i;\n{lines}\n"
                 f"        o[r] = {result};\n    }}\n")
     elif kind == "cross_entropy":
-        _, _, logit, target = _cross_entropy_parts(plan)
-        tail = (f"    if (threadIdx.x == 0) {{\n        const long long t = {target};\n        float picked = 0.0f;\n"
-                f"        if (t >= 0 && t < C) {{ const long long c = t, i = r * C + c; (void)i; picked = {logit}; }}\n"
-                f"        o[r] = t == {row.ignore_index}LL ? 0.0f : m + logf(s) - picked;\n    }}\n")
+        tail = _ce_row_loss(plan)
     else:
         weight = [leaf for leaf in (row.weight, row.bias) if leaf is not None]
         write: list[str] = []
@@ -762,30 +771,33 @@ def _row_regs_kernel(plan: Plan, name: str, block: int, vec: int) -> str:
 
 
 def _cuda_row_regs(plan: Plan, variant: Variant) -> str:
-    row = plan.row
-    assert row is not None
     in_shape, _ = _row_shapes(plan)
     rows = math.prod(in_shape[:-1])
     stream = "reinterpret_cast<cudaStream_t>(stream)"
-    pointers = _pointers(plan)
-    losses = row.kind == "cross_entropy" and row.reduction != "none"
-    if losses:
-        pointers = pointers.replace(", o", ", losses.data_ptr<float>()")
-    kernels = [_row_regs_kernel(plan, "regs1", variant.block, 1)]
-    launch = f"    regs1::kernel<<<{rows}, regs1::BLOCK, 0, {stream}>>>({pointers});\n"
+    scalar = _row_regs_kernel(plan, "regs1", variant.block, 1)
     if variant.vec == 4:
         # float4 needs 16-byte aligned tensors; a misaligned one (a view into a larger tensor) takes the
         # same template one column per access, each thread then holding 4x as many groups.
-        kernels = [_row_regs_kernel(plan, "regs4", variant.block, 4), _row_regs_kernel(plan, "regs1", variant.block, 1)]
-        aligned = " | ".join(f"reinterpret_cast<uintptr_t>(p{k})" for k in range(len(plan.bases())))
-        launch = (f"    if ((({aligned}) % 16) == 0) {{\n"
-                  f"        regs4::kernel<<<{rows}, regs4::BLOCK, 0, {stream}>>>({pointers});\n    }} else {{\n"
-                  f"        regs1::kernel<<<{rows}, regs1::BLOCK, 0, {stream}>>>({pointers});\n    }}\n")
-    if losses:
-        launch = f"    auto losses = torch::empty({{{rows}}}, out.options());\n" + launch
-        kernels.append(_ce_total(plan))
-        k = plan.bases().index(row.target.source)  # type: ignore[union-attr]
-        launch += f"    KS_LAUNCH_CHECK();\n    ce_total<<<1, 1024, 0, {stream}>>>(losses.data_ptr<float>(), p{k}, o);\n"
-    launch += "    KS_LAUNCH_CHECK();"
-    return "\n\n".join(kernels) + (f"\n\ntorch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, True)}\n"
-                                   f"{launch}\n    return out;\n}}")
+        kernels = [_row_regs_kernel(plan, "regs4", variant.block, 4), scalar]
+
+        def launch_rows(pointers: str) -> str:
+            return (f"    if ((({_addresses(plan)}) % 16) == 0) {{\n"
+                    f"        regs4::kernel<<<{rows}, regs4::BLOCK, 0, {stream}>>>({pointers});\n    }} else {{\n"
+                    f"        regs1::kernel<<<{rows}, regs1::BLOCK, 0, {stream}>>>({pointers});\n    }}\n")
+    else:
+        kernels = [scalar]
+
+        def launch_rows(pointers: str) -> str:
+            return f"    regs1::kernel<<<{rows}, regs1::BLOCK, 0, {stream}>>>({pointers});\n"
+    extra, launch = _row_launch(plan, launch_rows)
+    return "\n\n".join([*kernels, *extra, _run_function(plan, launch)])
+
+
+def _addresses(plan: Plan) -> str:
+    """The kernel's input addresses OR-ed together: their alignment is the worst of them."""
+    return " | ".join(f"reinterpret_cast<uintptr_t>(p{k})" for k in range(len(plan.bases())))
+
+
+def _run_function(plan: Plan, launch: str, cuda: bool = True) -> str:
+    """The extension's entry point: check and unpack the tensors, run the launch (or loop), return out."""
+    return f"torch::Tensor run(std::vector<torch::Tensor> ts) {{\n    {_checks(plan, cuda)}\n{launch}\n    return out;\n}}"

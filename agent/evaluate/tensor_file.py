@@ -9,6 +9,7 @@ the file before a byte is read.
 """
 from __future__ import annotations
 
+import math
 import mmap
 import os
 from typing import Any
@@ -122,9 +123,7 @@ class TensorFileReader:
 
 def _shared(fd: int, offset: int, dtype: torch.dtype, shape: list[int]) -> torch.Tensor:
     """A tensor over a shared mapping of the file at `offset`; the mapping goes when the tensor does."""
-    numel = 1
-    for n in shape:
-        numel *= n
+    numel = math.prod(shape)
     # MAP_POPULATE: the kernel allocates (or maps) the pages in one go, not one fault per 4 KiB during the copy.
     region = mmap.mmap(fd, numel * _itemsize(dtype), flags=mmap.MAP_SHARED | _POPULATE, offset=offset)
     return torch.frombuffer(region, dtype=dtype, count=numel).view(shape)

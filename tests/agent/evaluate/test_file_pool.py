@@ -1,6 +1,5 @@
 import os
 
-import pytest
 import torch
 
 from agent.evaluate import tensor_file
