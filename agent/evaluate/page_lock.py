@@ -1,11 +1,12 @@
 """Page-locking host memory for the duration of device copies.
 
-The outputs of an H100-sized problem (gigabytes over the six checked calls) move between the GPU and the
+The outputs of an H100-sized problem (gigabytes over the seven checked calls) move between the GPU and the
 memfd that carries them from the candidate's job to the reference's. From pageable memory the driver copies
-through a small staging buffer of its own, about 1 GB/s on the lent H100 box (docs/benchmarks.md §3: 1.46 s
-of the candidate's 2.46 s went to copying 1.5 GB out); from page-locked memory the copy is one DMA at the
-link's speed. cudaHostRegister locks memory that is already mapped (the memfd's mapping), so nothing is
-copied twice.
+through a small staging buffer of its own; from page-locked memory the copy is one DMA. cudaHostRegister locks
+memory that is already mapped (the memfd's mapping), so nothing is copied twice. Measured on the lent H100 box
+for 256 MiB (benchmarks/probes/checked_call_probe.py, docs/benchmarks.md §3): host to device 24 ms locked
+against 54 ms pageable; device to host into pages the memfd already has, 40 ms against 37 ms, no gain. The
+large cost there was allocating fresh memfd pages, which agent/evaluate/file_pool.py removes.
 
 Locking is an optimisation: where the driver refuses (a mapping it cannot pin, no libcudart to clear the
 refusal with), the copy runs pageable and gives the same bytes.
