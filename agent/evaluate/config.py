@@ -57,6 +57,13 @@ class EvalConfig:
     """Limits for the reference's child process (the user's own problem: generous, but still limits)."""
     build_seconds: float = 600.0
     """Wall-clock limit for building the candidate's extensions."""
+    overlap_reference: bool = True
+    """Run the reference's job beside the build and the candidate's job (agent/evaluate/handoff.py): its set-up
+    and comparison leave the turn's critical path. Both jobs then hold their inputs on the device at once; a
+    problem that needs more than half of the device's memory is evaluated with this off."""
+    gate_seconds: float = 60.0
+    """How long the candidate's job waits, before timing, for the reference's job to leave the device; past it,
+    the timing runs anyway and the verdict says so (noisy_timing)."""
 
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda"):
@@ -71,6 +78,8 @@ class EvalConfig:
             raise ValueError(f"EvalConfig.allowed_op_families has unknown families {sorted(bad)}; choose from {sorted(OP_FAMILIES)}")
         if self.trials < 1:
             raise ValueError("EvalConfig.trials must be at least 1")
+        if self.gate_seconds <= 0:
+            raise ValueError("EvalConfig.gate_seconds must be positive")
         if self.iterations < 5 or self.rotate < 1:
             raise ValueError("EvalConfig.iterations must be >= 5 and rotate >= 1")
         if not isinstance(self.limits, Limits) or not isinstance(self.reference_limits, Limits):

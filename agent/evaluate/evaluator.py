@@ -11,6 +11,7 @@ import secrets
 import signal
 import socket
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import torch
 from agent import validation
 from agent.validation import ProblemNames
 from agent.build.cache import default_cache_root
+from agent.evaluate import handoff
 from agent.evaluate.file_pool import FilePool
 from agent.evaluate.codec import DecodeError, read_result
 from agent.evaluate.config import EvalConfig
@@ -42,12 +44,17 @@ class Evaluator:
     """Holds a warm sandbox; evaluate() may be called many times (the agent's hot path)."""
 
     def __init__(self, config: EvalConfig | None = None, cache_root: Path | None = None,
-                 sandbox: Sandbox | None = None) -> None:
+                 sandbox: Sandbox | None = None, reference_sandbox: Sandbox | None = None) -> None:
         self.config = config or EvalConfig()
         self.cache_root = Path(cache_root) if cache_root else default_cache_root()
         self.cache_root.mkdir(parents=True, exist_ok=True)
         self.sandbox = sandbox or Sandbox(preload=_preload(self.config), env=self._sandbox_env())
+        # The reference's jobs get a zygote of their own: they run beside the candidate's (handoff.py), and each
+        # sandbox runs one job at a time.
+        self.reference_sandbox = reference_sandbox or Sandbox(preload=(*_preload(self.config), "agent.evaluate.reference_job"),
+                                                              env=self._sandbox_env())
         self.output_files = FilePool()
+        self._beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kstudio-reference")
 
     def _sandbox_env(self) -> dict[str, str]:
         return {**os.environ, **self._job_env()}
@@ -59,14 +66,18 @@ class Evaluator:
                 "TRITON_CACHE_DIR": os.environ.get("TRITON_CACHE_DIR", str(self.cache_root / "triton"))}
 
     def __enter__(self) -> Evaluator:
+        starting = self._beside.submit(self.reference_sandbox.start)  # both zygotes import torch at once
         self.sandbox.start()
+        starting.result()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
+        self._beside.shutdown(wait=True)
         self.sandbox.close()
+        self.reference_sandbox.close()
         self.output_files.close()
 
     # ------------------------------------------------------------------------------------ stages
@@ -123,24 +134,26 @@ class Evaluator:
             return Verdict(Status.BUILD_ERROR, Stage.VALIDATE, "; ".join(_issue_text(i) for i in report.errors()),
                            device=cfg.device)
 
-        build, build_header = self.build(candidate_source, cfg, report.backend_hint)
-        seconds["build"] = time.monotonic() - started
-        if not build_header.get("ok", False):
-            return Verdict(Status.BUILD_ERROR, Stage.BUILD, build_header.get("error", "the build failed"),
-                           build=build, device=cfg.device, seconds=seconds)
-
         plan = _plan(cfg, cfg.seed if cfg.seed is not None else secrets.randbits(62), names)
-        with self.output_files.lend(cfg.limits.memory_bytes) as outputs:
+        with self.output_files.lend(cfg.limits.memory_bytes) as outputs, _Beside(self, problem_source, cfg, plan, outputs) as beside:
+            # With overlap_reference the reference's job is already setting up, beside the build.
+            build, build_header = self.build(candidate_source, cfg, report.backend_hint)
+            seconds["build"] = time.monotonic() - started
+            if not build_header.get("ok", False):
+                return Verdict(Status.BUILD_ERROR, Stage.BUILD, build_header.get("error", "the build failed"),
+                               build=build, device=cfg.device, seconds=seconds)
             t0 = time.monotonic()
-            out = self._candidate(problem_source, candidate_source, cfg, plan, outputs)
+            out = self._candidate(problem_source, candidate_source, cfg, plan, outputs, beside.candidate_fds())
             seconds["candidate"] = time.monotonic() - t0
+            seconds["candidate.sent_at"], seconds["candidate.returned_at"] = t0, t0 + seconds["candidate"]
             header = self._candidate_header(out)
             finished = header.get("stage") == "done" and "status" not in header and out.ok
             t0 = time.monotonic()
             # The reference runs even when the candidate failed: a failure of the problem itself is
             # the user's to fix, and must not be blamed on the candidate.
-            ref_header = self._reference(problem_source, cfg, plan, outputs, header.get("outputs") if finished else None)
-            seconds["reference"] = time.monotonic() - t0
+            ref_header = beside.reference(header.get("outputs") if finished else None)
+            seconds["reference.after_candidate"] = time.monotonic() - t0
+            seconds.update(beside.seconds)
         verdict = self._judge(out, header, cfg, ref_header, build)
         if cfg.profile and verdict.stage is Stage.DONE:
             t0 = time.monotonic()
@@ -150,6 +163,7 @@ class Evaluator:
         for job, job_header in (("candidate", header), ("reference", ref_header)):
             for phase, spent in job_header.get("phase_seconds", {}).items():
                 seconds[f"{job}.{phase}"] = spent
+            _lifecycle(seconds, job, job_header)
         seconds["candidate.process"] = out.seconds
         verdict.seconds = {**seconds, "total": time.monotonic() - started}
         return verdict
@@ -194,23 +208,26 @@ class Evaluator:
         return header
 
     def _reference(self, problem_source: str, cfg: EvalConfig, plan: TrialPlan, outputs: int | None,
-                   layout: list[dict[str, Any]] | None, limits: Limits | None = None) -> dict[str, Any]:
+                   layout: list[dict[str, Any]] | None, limits: Limits | None = None,
+                   handoff_fds: tuple[int, ...] = ()) -> dict[str, Any]:
+        """The reference's job. With `handoff_fds` it runs beside the candidate's and gets the layout from the
+        parent later (handoff.py); it then times the baselines only if that layout comes."""
         baseline_key = self._baseline_key(problem_source, cfg)
-        timing = cfg.timing and layout is not None  # no baselines for a candidate that was not timed
+        timing = cfg.timing and (layout is not None or bool(handoff_fds))  # no baselines for an untimed candidate
         cached = self._cached_compile(baseline_key) if timing and cfg.compile_baseline else None
         payload = {
             "problem_source": problem_source, "device": cfg.device, "plan": plan.to_payload(),
             "candidate_outputs": layout, "time_baselines": timing, "rtol": cfg.rtol, "atol_scale": cfg.atol_scale,
             "compile_baseline": timing and cfg.compile_baseline and cached is None,
         }
-        fds = (outputs,) if outputs is not None else ()
-        out = self.sandbox.run(Job("agent.evaluate.jobs:reference", payload, device=cfg.device,
-                                   limits=limits or cfg.reference_limits,
-                                   env=self._job_env(), fds=fds))
+        fds = (outputs, *handoff_fds) if outputs is not None else ()
+        out = self.reference_sandbox.run(Job("agent.evaluate.reference_job:reference", payload, device=cfg.device,
+                                             limits=limits or cfg.reference_limits, env=self._job_env(), fds=fds))
         if not out.ok:
             raise ProblemError(f"the reference problem failed: {_describe_failure(out, 'running the reference')}")
         header, _ = read_result(out.result)
-        if cached is not None:
+        header["job_seconds"] = out.seconds
+        if cached is not None and "eager" in header:
             header["compile"] = cached
             header["compile_cached"] = True
         elif "compile" in header and "error" not in header["compile"]:
@@ -218,14 +235,14 @@ class Evaluator:
         return header
 
     def _candidate(self, problem_source: str, candidate_source: str, cfg: EvalConfig, plan: TrialPlan,
-                   outputs: int) -> JobResult:
+                   outputs: int, handoff_fds: tuple[int, ...]) -> JobResult:
         payload = {
             "problem_source": problem_source, "candidate_source": candidate_source, "device": cfg.device,
             "plan": plan.to_payload(), "allowed_ops": sorted(cfg.allowed_compute_ops()), "profile": cfg.profile,
-            "cache_root": str(self.cache_root), "cuda_arch": _cuda_arch(),
+            "cache_root": str(self.cache_root), "cuda_arch": _cuda_arch(), "gate_seconds": cfg.gate_seconds,
         }
         return self.sandbox.run(Job("agent.evaluate.jobs:candidate", payload, device=cfg.device, limits=cfg.limits,
-                                    env=self._job_env(), fds=(outputs,)))
+                                    env=self._job_env(), fds=(outputs, *handoff_fds)))
 
     def _profile(self, problem_source: str, candidate_source: str, cfg: EvalConfig, plan: TrialPlan) -> dict[str, Any] | None:
         """An ncu summary where ncu exists on a GPU host; otherwise the candidate job's torch.profiler one."""
@@ -352,6 +369,10 @@ class Evaluator:
                 verdict.flags.append(Finding(Flag.BEYOND_ROOFLINE,
                                              f"{cand_ms:.4f} ms is below the roofline floor of {floor_ms:.4f} ms "
                                              f"({work['bytes']} bytes, {work.get('flops', 0)} FLOPs)"))
+        gate = header.get("gate") or {}
+        if gate.get("timed_out"):
+            verdict.flags.append(Finding(Flag.NOISY_TIMING, f"timed while the reference's job may still have used the "
+                                         f"device: it had not left it after {gate.get('waited_seconds', 0):.0f} s"))
         if verdict.timing.candidate.relative_iqr > 0.25:
             verdict.flags.append(Finding(Flag.NOISY_TIMING, f"p10-p90 spread is {verdict.timing.candidate.relative_iqr:.0%} of the median"))
 
@@ -373,6 +394,62 @@ class Evaluator:
     def _store_compile(self, key: str, compiled: dict[str, Any]) -> None:
         record = dict(compiled, measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         _write_json(self.cache_root / "baselines" / f"{key}.json", record)
+
+
+class _Beside:
+    """The reference's job of one evaluation: started beside the build and the candidate's job when the config
+    says so (handoff.py), else run after the candidate's, as before. Either way reference() gives its header."""
+
+    def __init__(self, evaluator: Evaluator, problem_source: str, cfg: EvalConfig, plan: TrialPlan, outputs: int) -> None:
+        self.evaluator, self.problem_source, self.cfg, self.plan, self.outputs = evaluator, problem_source, cfg, plan, outputs
+        self.pipes = handoff.Pipes() if cfg.overlap_reference else None
+        self.future: Future[dict[str, Any]] | None = None
+        self.told = False
+        self.seconds: dict[str, float] = {}
+
+    def __enter__(self) -> _Beside:
+        if self.pipes is not None:
+            self.started = time.monotonic()
+            self.future = self.evaluator._beside.submit(self._run, self.pipes)
+        return self
+
+    def _run(self, pipes: handoff.Pipes) -> dict[str, Any]:
+        try:
+            return self.evaluator._reference(self.problem_source, self.cfg, self.plan, self.outputs, None,
+                                             handoff_fds=pipes.reference_fds())
+        finally:
+            pipes.open_gate()  # a reference that ended early must not keep the candidate waiting
+
+    def candidate_fds(self) -> tuple[int, ...]:
+        return self.pipes.candidate_fds() if self.pipes is not None else ()
+
+    def reference(self, layout: list[dict[str, Any]] | None) -> dict[str, Any]:
+        if self.pipes is None or self.future is None:
+            return self.evaluator._reference(self.problem_source, self.cfg, self.plan, self.outputs, layout)
+        self.pipes.send_control(layout)
+        self.told = True
+        try:
+            header = self.future.result()
+        except ProblemError:
+            if layout is not None:
+                raise
+            # The candidate failed, and so did the reference beside it: a candidate that faulted the device or
+            # ate its memory may have taken the reference down with it. Alone, the problem decides.
+            header = self.evaluator._reference(self.problem_source, self.cfg, self.plan, None, None)
+        self.seconds["reference"] = time.monotonic() - self.started
+        return header
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pipes is None or self.future is None:
+            return
+        if not self.told:
+            self.pipes.send_control(None)  # no candidate ran (its build failed): the reference ends untimed
+        try:
+            self.future.result()
+        except Exception:  # noqa: BLE001 - only the evaluation's own outcome matters once it is decided
+            pass
+        finally:
+            self.pipes.close()
 
 
 def evaluate(problem_source: str, candidate_source: str, config: EvalConfig | None = None, **kwargs: Any) -> Verdict:
@@ -421,9 +498,9 @@ def _cuda_arch() -> str:
 def _trials(ref_header: dict[str, Any]) -> list[TrialResult]:
     """One result per checked call; a call the reference found no comparison for has failed."""
     results = []
-    comparisons = ref_header.get("comparisons", [])
+    comparisons = {c.get("index"): c for c in ref_header.get("comparisons", [])}
     for index, label in enumerate(ref_header.get("labels", [])):
-        if index < len(comparisons):
+        if index in comparisons:
             c = comparisons[index]
             results.append(TrialResult(index, label, c["passed"], c["max_abs_error"], c["max_rel_error"], c["atol"],
                                        c["rtol"], c["mismatched"], c["numel"], c["note"]))
@@ -431,6 +508,18 @@ def _trials(ref_header: dict[str, Any]) -> list[TrialResult]:
             results.append(TrialResult(index, label, False, float("inf"), float("inf"), 0.0, 0.0, 0, 0,
                                        "no output was compared for this call"))
     return results
+
+
+def _lifecycle(seconds: dict[str, float], job: str, header: dict[str, Any]) -> None:
+    """A job's start-up (fork, namespaces, imports) and its exit (CUDA teardown, reaping, the result's trip
+    back), from the job's own stamps on the host's monotonic clock against the parent's send and receive."""
+    sent, returned = seconds.pop(f"{job}.sent_at", None), seconds.pop(f"{job}.returned_at", None)
+    began, ended = header.get("began_at"), header.get("ended_at")
+    if sent is None or returned is None or not isinstance(began, float) or not isinstance(ended, float):
+        return  # a job that died early, or one whose header was written by candidate code, has no say here
+    if sent <= began <= ended <= returned:
+        seconds[f"{job}.startup"] = began - sent
+        seconds[f"{job}.exit"] = returned - ended
 
 
 def _rejecting(flags: list[Finding]) -> bool:

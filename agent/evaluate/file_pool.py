@@ -55,9 +55,7 @@ class FilePool:
 
     def _give_back(self, fd: int, capacity: int) -> None:
         try:
-            # The jobs held the descriptor and could have resized the file (growing is capped by their file-size
-            # limit; sealing is impossible, the file was made without MFD_ALLOW_SEALING).
-            os.ftruncate(fd, capacity)
+            # The file is sealed at its size (tensor_file.create): the jobs that held it could not resize it.
             scrub(fd)
         except OSError:
             os.close(fd)

@@ -1,11 +1,11 @@
-"""The jobs that run inside sandboxed children: build, candidate, reference (and ncu profiling).
+"""The jobs that run inside sandboxed children: build, candidate (and ncu profiling); the reference's job is
+in reference_job.py.
 
-Order: the candidate's job runs first and writes its outputs to a memfd; the reference's job runs
-second, in another process, computes the reference outputs and compares on the device. The
-candidate never shares a process with reference outputs: they do not exist while it runs. Both
-jobs build weights and inputs themselves from the same seeds (plan.py). Each job writes one
-result (codec.py). Everything a candidate does wrong becomes part of its result; only harness
-bugs raise.
+The candidate's job writes its outputs to a memfd and announces each call's as they are written; the
+reference's job runs beside it, in another sandbox, computes the reference outputs and compares on the
+device (handoff.py). The candidate never shares a process with reference outputs. Both jobs build weights
+and inputs themselves from the same seeds (plan.py). Each job writes one result (codec.py). Everything a
+candidate does wrong becomes part of its result; only harness bugs raise.
 """
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import platform
 import sys
 import time
 import traceback
-from dataclasses import asdict
 from typing import Any, BinaryIO
 
 import torch
@@ -22,13 +21,13 @@ import torch
 from agent.build.cache import BuildCache
 from agent.build.inline import ExtensionBuildError
 from agent.build.toolchain import detect_toolchain
-from agent.evaluate import guards, inputs
+from agent.evaluate import guards
 from agent.evaluate.codec import write_result
-from agent.evaluate.compare import compare_outputs
+from agent.evaluate.handoff import CandidateSide
 from agent.evaluate.loader import ExtensionRouter, cache_root_from, exec_module
 from agent.evaluate.plan import ProblemSetup, TrialPlan, build_model, set_up
-from agent.evaluate.tensor_file import TensorFileReader, TensorFileWriter
-from agent.evaluate.timing import TimedRun, last_timed_calls, time_calls, timed_values
+from agent.evaluate.tensor_file import TensorFileWriter
+from agent.evaluate.timing import TimedRun, time_calls
 
 PROBLEM_MODULE = "kstudio_problem"
 CANDIDATE_MODULE = "kstudio_candidate"
@@ -40,6 +39,14 @@ class _Phases:
     def __init__(self, header: dict[str, Any]) -> None:
         self.seconds: dict[str, float] = header.setdefault("phase_seconds", {})
         self.last = time.monotonic()
+        # The monotonic clock is the host's, shared by every process: the parent takes these off its own
+        # send and receive times to see the job's start-up (fork, namespaces) and exit (CUDA teardown).
+        header["began_at"] = self.last
+
+    def add(self, seconds: dict[str, float], prefix: str) -> None:
+        """Sub-phases measured elsewhere (inside the last phase), reported beside it."""
+        for name, spent in seconds.items():
+            self.seconds[f"{prefix}.{name}"] = self.seconds.get(f"{prefix}.{name}", 0.0) + spent
 
     def mark(self, name: str) -> None:
         now = time.monotonic()
@@ -93,64 +100,12 @@ def build(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]) ->
     write_result(result, header)
 
 
-# ----------------------------------------------------------------------------------------- reference
-
-def reference(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]) -> None:
-    """Runs after the candidate's job: computes the reference outputs (the candidate never shared a
-    process with them, nor could it: they did not exist yet), compares the candidate's outputs with
-    them on the device, then times eager and torch.compile under the same protocol."""
-    device = payload["device"]
-    plan = TrialPlan.from_payload(payload["plan"])
-    header: dict[str, Any] = {"labels": plan.labels(), "comparisons": []}
-    phases = _Phases(header)
-    _setup_device(device, context["limits"])
-    header.update(hardware=_hardware(device), toolchain={"torch": torch.__version__, "torch_cuda": torch.version.cuda})
-    phases.mark("device_init")
-    clocks = guards.Clocks()
-    problem = exec_module(payload["problem_source"], PROBLEM_MODULE, "problem.py")
-    setup = set_up(problem, plan, device)
-    model = setup.model
-    candidate = TensorFileReader(context["fds"][0], payload["candidate_outputs"]) if payload.get("candidate_outputs") is not None else None
-    phases.mark("problem_setup")
-    tolerances = (payload.get("rtol"), payload.get("atol_scale"))
-
-    def check(index: int, outs: list[torch.Tensor]) -> None:
-        if candidate is not None:
-            got = candidate.device_tensors(device, "trial", index)
-            header["comparisons"].append(asdict(compare_outputs(outs, got, *tolerances)))
-
-    with torch.no_grad():
-        for index, values in enumerate(setup.checked):
-            raw = model(*values)
-            outs = _as_list(raw)
-            if index == 0:
-                header["outputs"] = [{"shape": list(o.shape), "dtype": str(o.dtype)} for o in outs]
-                header["returns_sequence"] = isinstance(raw, (tuple, list))
-            check(index, outs)
-            del raw, outs
-        check(len(setup.checked), _as_list(model(*setup.final)))
-        if candidate is not None and plan.timing:
-            header["timed_outputs_match"] = all(
-                compare_outputs(inputs.digest(_as_list(model(*timed_values(setup.value_sets, i))), plan.digest_seed),
-                                candidate.tensors("digest", i), *tolerances).passed
-                for i in last_timed_calls(plan.iterations, plan.rotate))
-        phases.mark("compare")
-        header["work"] = _work_estimate(model, setup.checked[0], device)
-        phases.mark("work_estimate")
-
-    if plan.timing and payload.get("time_baselines", True):
-        header["eager"] = _time_model(model, setup.value_sets, plan, device, clocks)
-        phases.mark("eager_timing")
-        if payload["compile_baseline"]:
-            header["compile"] = _time_compiled(model, setup.value_sets, plan, device, clocks)
-            phases.mark("compile_timing")
-    write_result(result, header)
-
+# ------------------------------------------------------------------------ timing (both jobs; reference: reference_job.py)
 
 def _time_model(model: Any, value_sets: list[list[Any]], plan: TrialPlan, device: str,
                 clocks: guards.Clocks) -> dict[str, Any]:
     _, run = _timed_run(model, value_sets, plan, device, clocks)
-    return {"device": run.spread(), "host": run.spread(host=True)}
+    return {"device": run.spread(), "host": run.spread(host=True), "phase_seconds": run.phase_seconds}
 
 
 def _timed_run(model: Any, value_sets: list[list[Any]], plan: TrialPlan, device: str,
@@ -229,6 +184,7 @@ def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
     header: dict[str, Any] = {"stage": "problem", "flags": [], "trials": [], "isolation": context["isolation"]}
     phases = _Phases(header)
     writer = TensorFileWriter(context["fds"][0])
+    side = CandidateSide(*context["fds"][1:3])
     try:
         _setup_device(device, context["limits"])
         phases.mark("device_init")
@@ -247,7 +203,7 @@ def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
         model, header["weights"] = _build_candidate(module, setup, plan, device)
         phases.mark("load")
         header["stage"] = "correctness"
-        _run_candidate(model, setup, plan, payload, header, clocks, writer, phases)
+        _run_candidate(model, setup, plan, payload, header, clocks, writer, side, phases)
         header["stage"] = "done"
     except _Stop:
         pass
@@ -258,6 +214,7 @@ def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
     header["tampered"] = clocks.tampered()
     clocks.restore()
     header["outputs"] = writer.layout
+    header["ended_at"] = time.monotonic()
     write_result(result, header)
 
 
@@ -306,7 +263,7 @@ def _poison(sizes: list[int], device: str) -> None:
 
 
 def _run_candidate(model: Any, setup: ProblemSetup, plan: TrialPlan, payload: dict[str, Any], header: dict[str, Any],
-                   clocks: guards.Clocks, writer: TensorFileWriter, phases: _Phases) -> None:
+                   clocks: guards.Clocks, writer: TensorFileWriter, side: CandidateSide, phases: _Phases) -> None:
     device = payload["device"]
     flags: list[dict[str, str]] = header["flags"]
     params = [*model.parameters(), *model.buffers()] if hasattr(model, "parameters") else []
@@ -320,8 +277,11 @@ def _run_candidate(model: Any, setup: ProblemSetup, plan: TrialPlan, payload: di
     def checked(index: int, values: list[Any], into: list[Any] | None = None) -> None:
         outs = _checked_call(model, values, index, sizes, payload, header, clocks, params, flag, into=into)
         sizes[:] = [o.numel() * o.element_size() for o in outs]
+        written, before = time.monotonic(), len(writer.layout)
         for j, out in enumerate(outs):
             writer.put(["trial", index, j], out)
+        side.announce(writer.layout[before:])  # the reference's job compares them while the next call runs
+        phases.add({"write": time.monotonic() - written}, "checked_calls")
 
     for index, values in enumerate(setup.checked):
         checked(index, values)
@@ -330,11 +290,18 @@ def _run_candidate(model: Any, setup: ProblemSetup, plan: TrialPlan, payload: di
     last_buffer = None
     if plan.timing:
         header["stage"] = "timing"
+        # The device is ours alone from here until this job ends: the reference's job has compared what it
+        # was given and waits (handoff.py).
+        header["gate"] = side.wait_for_gate(payload.get("gate_seconds", 60.0))
+        phases.mark("gate")
         buffers, run = _timed_run(model, setup.value_sets, plan, device, clocks)
         header["timing"] = {"device": run.spread(), "host": run.spread(host=True)}
+        phases.add(run.phase_seconds, "timing")
+        before = len(writer.layout)
         for i, digest in run.digests.items():
             for j, values in enumerate(digest):
                 writer.put(["digest", i, j], values)
+        side.announce(writer.layout[before:])
         if payload.get("profile"):
             header["profile"] = _profile(model, buffers[0], device)
         last_buffer = buffers[(plan.iterations - 1) % plan.rotate]

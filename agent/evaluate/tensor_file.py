@@ -9,6 +9,7 @@ the file before a byte is read.
 """
 from __future__ import annotations
 
+import fcntl
 import math
 import mmap
 import os
@@ -33,12 +34,14 @@ class TensorFileError(ValueError):
 
 
 def create(capacity: int, name: str = "kstudio-tensors") -> int:
-    """A new anonymous in-memory file of `capacity` bytes, sized here (by the trusted parent): a job
-    writes within it and never grows it, so the job's file-size rlimit, which a memfd is subject
-    to, stays as tight as it is for disk files. Pages cost memory only once written. The caller
-    closes it."""
-    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    """A new anonymous in-memory file of `capacity` bytes, sized here (by the trusted parent) and sealed at
+    that size: a job writes within it and can neither grow it (its file-size rlimit stays as tight as for disk
+    files) nor shrink it, which matters because the reference's job reads it while the candidate's job still
+    runs: a page cut off under the reader's mapping would kill the reader with SIGBUS. Pages cost memory only
+    once written. The caller closes it."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     os.ftruncate(fd, capacity)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
     return fd
 
 
@@ -74,15 +77,21 @@ class TensorFileWriter:
 
 
 class TensorFileReader:
-    """Tensors of a file written by TensorFileWriter, as CPU tensors over a private mapping."""
+    """Tensors of a file written by TensorFileWriter, as CPU tensors over private mappings. Entries may come
+    in several batches (add) while the writer still runs; the first entry for a key is the one kept."""
 
-    def __init__(self, fd: int, layout: Any) -> None:
+    def __init__(self, fd: int, layout: Any = None) -> None:
         self._fd = fd
-        self._entries = _checked_layout(layout, os.fstat(fd).st_size)
-        used = max((offset + nbytes for _, _, offset, nbytes in self._entries.values()), default=0)
-        # A private (copy-on-write) mapping of the part in use: writable for torch, yet nothing
-        # written here reaches the file.
-        self._map = mmap.mmap(fd, used, access=mmap.ACCESS_COPY) if used else None
+        self._size = os.fstat(fd).st_size
+        self._entries: dict[Key, tuple[torch.dtype, list[int], int, int]] = {}
+        if layout is not None:
+            self.add(layout)
+
+    def add(self, layout: Any) -> list[Key]:
+        """Check and take more entries; returns the keys that were new."""
+        new = [(k, v) for k, v in _checked_layout(layout, self._size).items() if k not in self._entries]
+        self._entries.update(new)
+        return [k for k, _ in new]
 
     def keys(self) -> list[Key]:
         return list(self._entries)
@@ -94,8 +103,9 @@ class TensorFileReader:
         dtype, shape, offset, nbytes = entry
         if nbytes == 0:
             return torch.empty(shape, dtype=dtype)
-        assert self._map is not None
-        return torch.frombuffer(self._map, dtype=dtype, count=nbytes // _itemsize(dtype), offset=offset).view(shape)
+        # A private (copy-on-write) mapping: writable for torch, yet nothing written here reaches the file.
+        region = mmap.mmap(self._fd, nbytes, access=mmap.ACCESS_COPY, offset=offset)
+        return torch.frombuffer(region, dtype=dtype, count=nbytes // _itemsize(dtype)).view(shape)
 
     def tensors(self, *prefix: Any) -> list[torch.Tensor]:
         """The tensors whose keys are prefix + (0,), prefix + (1,), ... in order, up to the first gap."""
@@ -105,10 +115,12 @@ class TensorFileReader:
         return out
 
     def device_tensors(self, device: str, *prefix: Any) -> list[torch.Tensor]:
-        """As tensors(), copied to `device`. To a GPU each is read through a shared mapping of its own whose
-        pages are locked for the copy (the private mapping's pages could only be locked by copying them)."""
+        """As tensors(), copied to `device` (on the CPU too: the writer may still be running, and what is
+        compared must not change under the comparison). To a GPU each is read through a shared mapping of
+        its own whose pages are locked for the copy (a private mapping's pages could only be locked by
+        copying them)."""
         if device != "cuda":
-            return [t.to(device) for t in self.tensors(*prefix)]
+            return [t.clone() for t in self.tensors(*prefix)]
         out: list[torch.Tensor] = []
         while (entry := self._entries.get((*prefix, len(out)))) is not None:
             dtype, shape, offset, nbytes = entry

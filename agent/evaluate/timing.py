@@ -17,7 +17,7 @@ spin's own device time (its events) is taken off it, so the two clocks still mea
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -32,6 +32,8 @@ class TimedRun:
     host_ms: list[float]
     # timed-call index -> digest of its output (the last `rotate` calls)
     digests: dict[int, list[torch.Tensor]]
+    # where the protocol's own time went: set-up, warm-up, the timed loop (the engine's speed, not the kernel's)
+    phase_seconds: dict[str, float] = field(default_factory=dict)
 
     def spread(self, host: bool = False) -> dict[str, float]:
         return summarize(self.host_ms if host else self.device_ms)
@@ -91,6 +93,8 @@ def time_calls(
     cuda = device == "cuda"
     sync = clocks.originals["torch.cuda.synchronize"] if cuda else (lambda: None)
     now = clocks.perf_counter
+    phases: dict[str, float] = {}
+    began = now()
     flush = Flusher(device)
     rotate, sets = len(buffers), len(value_sets)
 
@@ -101,15 +105,20 @@ def time_calls(
                 dst.copy_(src)
         return buffer
 
-    # Warm-up: compile caches, allocator, clocks. At least three calls, then until warmup_ms.
+    # Warm-up: compile caches, allocator, clocks. At least three calls, then until warmup_ms of the device's
+    # time. Each call is waited for: launches return at once, so a host clock alone queued ~1000 calls in
+    # 25 ms, whose device time (~0.2 s of 256 MiB refills on the H100) every evaluation then waited out.
     sync()
     start, calls = now(), 0
+    phases["setup"] = start - began
     while calls < 3 or (now() - start) * 1000 < warmup_ms:
         fn(*refill(calls))
+        sync()
         calls += 1
         if calls >= 1000:
             break
-    sync()
+    looped = now()
+    phases["warmup"] = looped - start
 
     Event = clocks.originals["torch.cuda.Event"]
     record, elapsed = clocks.originals["torch.cuda.Event.record"], clocks.originals["torch.cuda.Event.elapsed_time"]
@@ -140,7 +149,8 @@ def time_calls(
         if i >= iterations - rotate:
             digests[i] = digest(_as_list(out), digest_seed)
         del out
-    return TimedRun(device_ms, host_ms, digests)
+    phases["timed"] = now() - looped
+    return TimedRun(device_ms, host_ms, digests, phases)
 
 
 def timed_values(value_sets: list[list[Any]], i: int) -> list[Any]:

@@ -52,6 +52,34 @@ def test_it_refuses_a_layout_that_does_not_describe_the_file(fd, tamper, message
         TensorFileReader(fd, [entry])
 
 
+@pytest.mark.parametrize("size", [0, 4096, 2 << 20])
+def test_a_job_can_neither_shrink_nor_grow_the_file_it_was_handed(fd, size):
+    # The reference's job reads while the candidate's still runs: a shrunk file would SIGBUS the reader.
+    with pytest.raises(PermissionError):
+        os.ftruncate(fd, size)
+    assert os.fstat(fd).st_size == 1 << 20
+
+
+def test_entries_added_later_are_read_and_the_first_entry_for_a_key_wins(fd):
+    writer = TensorFileWriter(fd)
+    writer.put(["trial", 0, 0], torch.ones(8))
+    reader = TensorFileReader(fd)
+    assert reader.add(writer.layout) == [("trial", 0, 0)]
+    writer.put(["trial", 1, 0], torch.full((8,), 2.0))
+    writer.put(["trial", 0, 0], torch.zeros(8))  # a second claim for a key already taken
+    assert reader.add(writer.layout[1:]) == [("trial", 1, 0)]
+    assert torch.equal(reader.get(("trial", 0, 0)), torch.ones(8))
+    assert torch.equal(reader.get(("trial", 1, 0)), torch.full((8,), 2.0))
+
+
+def test_what_the_reader_compares_does_not_change_when_the_writer_writes_again(fd):
+    writer = TensorFileWriter(fd)
+    writer.put(["trial", 0, 0], torch.ones(1024))
+    got = TensorFileReader(fd, writer.layout).device_tensors("cpu", "trial", 0)
+    tensor_file._shared(fd, 0, torch.float32, [1024]).zero_()  # the still-running writer overwrites its output
+    assert torch.equal(got[0], torch.ones(1024))
+
+
 def test_it_refuses_outputs_beyond_the_capacity_the_parent_gave(fd):
     writer = TensorFileWriter(fd)
     writer.put(["small"], torch.ones(1024))
