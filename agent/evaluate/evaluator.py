@@ -221,8 +221,10 @@ class Evaluator:
             "compile_baseline": timing and cfg.compile_baseline and cached is None,
         }
         fds = (outputs, *handoff_fds) if outputs is not None else ()
+        # Detached: the turn goes on once the result is whole, while the job's CUDA context is torn down.
         out = self.reference_sandbox.run(Job("agent.evaluate.reference_job:reference", payload, device=cfg.device,
-                                             limits=limits or cfg.reference_limits, env=self._job_env(), fds=fds))
+                                             limits=limits or cfg.reference_limits, env=self._job_env(), fds=fds,
+                                             detach=True))
         if not out.ok:
             raise ProblemError(f"the reference problem failed: {_describe_failure(out, 'running the reference')}")
         header, _ = read_result(out.result)

@@ -14,7 +14,7 @@ import platform
 import sys
 import time
 import traceback
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 import torch
 
@@ -30,6 +30,8 @@ from agent.evaluate.tensor_file import TensorFileWriter
 from agent.evaluate.timing import TimedRun, time_calls
 
 PROBLEM_MODULE = "kstudio_problem"
+# How long a checked call's outputs must stay unchanged after it returned.
+_SETTLE_SECONDS = 0.02
 CANDIDATE_MODULE = "kstudio_candidate"
 
 
@@ -275,13 +277,17 @@ def _run_candidate(model: Any, setup: ProblemSetup, plan: TrialPlan, payload: di
             flags.append({"flag": name, "detail": detail})
 
     def checked(index: int, values: list[Any], into: list[Any] | None = None) -> None:
-        outs = _checked_call(model, values, index, sizes, payload, header, clocks, params, flag, into=into)
+        before = len(writer.layout)
+
+        def write(outs: list[torch.Tensor]) -> None:
+            written = time.monotonic()
+            for j, out in enumerate(outs):
+                writer.put(["trial", index, j], out)
+            phases.add({"write": time.monotonic() - written}, "checked_calls")
+
+        outs = _checked_call(model, values, index, sizes, payload, header, clocks, params, flag, write, into=into)
         sizes[:] = [o.numel() * o.element_size() for o in outs]
-        written, before = time.monotonic(), len(writer.layout)
-        for j, out in enumerate(outs):
-            writer.put(["trial", index, j], out)
         side.announce(writer.layout[before:])  # the reference's job compares them while the next call runs
-        phases.add({"write": time.monotonic() - written}, "checked_calls")
 
     for index, values in enumerate(setup.checked):
         checked(index, values)
@@ -316,9 +322,9 @@ def _run_candidate(model: Any, setup: ProblemSetup, plan: TrialPlan, payload: di
 
 def _checked_call(model: Any, values: list[Any], index: int, sizes: list[int], payload: dict[str, Any],
                   header: dict[str, Any], clocks: guards.Clocks, params: list[torch.Tensor], flag: Any,
-                  into: list[Any] | None = None) -> list[torch.Tensor]:
-    """One correctness call with every in-process check around it; returns its outputs.
-    With `into`, the values are written in place into those (already seen) input buffers."""
+                  write: Callable[[list[torch.Tensor]], None], into: list[Any] | None = None) -> list[torch.Tensor]:
+    """One correctness call with every in-process check around it; returns its outputs, which `write` has
+    handed on. With `into`, the values are written in place into those (already seen) input buffers."""
     device = payload["device"]
     cuda = device == "cuda"
     sync = clocks.originals["torch.cuda.synchronize"]
@@ -349,7 +355,14 @@ def _checked_call(model: Any, values: list[Any], index: int, sizes: list[int], p
     if cuda:
         clocks.originals["torch.cuda.current_stream"]().synchronize()
         sync()
-    clocks.sleep(0.02)
+    # Work still running after the return shows as outputs that change while the host waits. The outputs are
+    # handed on meanwhile (what was handed on does not matter if they change: that alone rejects the candidate),
+    # so on large outputs the copy is the wait, and only small ones sleep for the rest of it.
+    settling = clocks.perf_counter()
+    write(outs)
+    left = _SETTLE_SECONDS - (clocks.perf_counter() - settling)
+    if left > 0:
+        clocks.sleep(left)
     changed = [i for i, (o, s) in enumerate(zip(outs, snapshot)) if not guards.bitwise_equal(o, s)]
     if changed:
         flag("side_stream" if cuda else "work_after_return",

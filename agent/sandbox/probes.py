@@ -11,6 +11,8 @@ import sys
 import time
 from typing import Any, BinaryIO
 
+from agent.sandbox.wire import RESULT_DONE
+
 
 def report(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
     """What the child sees: pid, processes, /tmp, network, environment."""
@@ -74,6 +76,18 @@ def echo(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
     print(payload.get("stdout", ""), end="", flush=True)
     print(payload.get("stderr", ""), end="", file=sys.stderr, flush=True)
     result.write(payload.get("result", b""))
+
+
+def slow_exit(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    """A whole result, then a long way out (as a GPU job's teardown is): what a detached job returns early from.
+    With "fail", the job dies after part of its result instead."""
+    result.write(payload["result"])
+    if payload.get("fail"):
+        result.flush()
+        raise RuntimeError("the job failed after part of its result")
+    result.write(RESULT_DONE)
+    result.close()
+    time.sleep(payload["seconds"])
 
 
 def sleep(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:

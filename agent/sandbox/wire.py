@@ -9,6 +9,9 @@ import struct
 from typing import Any
 
 _HEADER = struct.Struct("!Q")
+# Appended to a job's result pipe by our harness once the job function has returned normally (zygote._run_job).
+# The client strips it and so knows the result is whole before the process has exited.
+RESULT_DONE = b"\0kstudio-result-done\0"
 
 
 def send_message(sock: socket.socket, obj: Any, fds: list[int] | None = None) -> None:

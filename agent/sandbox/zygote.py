@@ -25,7 +25,7 @@ import psutil
 from agent.sandbox import bwrap, isolation
 from agent.sandbox.environment import SHARED_DIRS, WALL_VARIABLE, sandbox_environment
 from agent.sandbox.limits import Limits, apply_rlimits
-from agent.sandbox.wire import recv_message, send_message
+from agent.sandbox.wire import RESULT_DONE, recv_message, send_message
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../agent
 _POLL_SECONDS = 0.02
@@ -57,6 +57,10 @@ def _run_job(request: dict[str, Any], result_fd: int, isolation_level: str, extr
     with os.fdopen(result_fd, "wb", buffering=1 << 20) as result:
         function(request["payload"], result,
                  {"isolation": isolation_level, "limits": request["limits"], "fds": extra_fds})
+        try:
+            result.write(RESULT_DONE)
+        except (OSError, ValueError):
+            pass  # the job closed its own result pipe: the client waits for the exit, as for any job
     return 0
 
 

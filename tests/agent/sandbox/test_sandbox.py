@@ -175,3 +175,23 @@ def test_it_keeps_a_shared_cache_under_tmp_visible_and_writable(tmp_path):
     assert facts["tmp"] != []  # only the kept path's top directory, nothing else of the host's /tmp
     assert str(tmp_path).split("/")[2] in facts["tmp"]
     assert json.loads(wrote.result) == {str(cache / "new"): True} and (cache / "new").read_text().startswith("written")
+
+
+def test_a_detached_job_returns_at_its_whole_result_and_the_next_job_gets_its_own(box):
+    started = time.monotonic()
+    out = box.run(Job("agent.sandbox.probes:slow_exit", {"result": b"whole", "seconds": 3}, detach=True))
+    assert out.ok and out.result == b"whole"
+    assert time.monotonic() - started < 2.5, "the client waited for the job's exit"
+    # The zygote reaps the detached job first; its report must not be taken for the next job's.
+    again = box.run(Job("agent.sandbox.probes:echo", {"result": b"next"}))
+    assert again.ok and again.result == b"next" and "detached" not in again.isolation
+
+
+def test_a_detached_job_that_fails_after_part_of_its_result_is_waited_for_and_reported(box):
+    out = box.run(Job("agent.sandbox.probes:slow_exit", {"result": b"part", "seconds": 0, "fail": True}, detach=True))
+    assert not out.ok and out.exit_code not in (0, None)
+    assert "failed after part of its result" in out.stderr
+
+
+def test_results_come_back_without_the_harness_marker(box):
+    assert box.run(Job("agent.sandbox.probes:echo", {"result": b"plain"})).result == b"plain"
