@@ -32,6 +32,7 @@ class FilePool:
         self._lock = threading.Lock()
         self._scrubbers: list[threading.Thread] = []
         self._closed = False
+        self._owned = 0  # files made and not yet closed: lent, being zeroed or clean
 
     @contextmanager
     def lend(self, capacity: int) -> Iterator[int]:
@@ -53,25 +54,33 @@ class FilePool:
                         del self._clean[i]
                         return fd
                 scrubbing = [t for t in self._scrubbers if t.is_alive()]
-            if attempt == 0 and scrubbing:
-                # A file still being zeroed is worth waiting for: zeroing takes ~0.2 s per 1.5 GB on the H100 box,
-                # a fresh file's first writes ~1 s (back-to-back evaluations, as in a batch, hit this).
-                for thread in scrubbing:
-                    thread.join(timeout=2.0)
-        return tensor_file.create(capacity, self.name)
+                if attempt == 1 or not scrubbing or self._owned < KEEP:
+                    # Back-to-back evaluations (a batch) alternate between KEEP files, one used while the other
+                    # is zeroed; the KEEP-th file is made once, rather than waiting for a scrub every time.
+                    self._owned += 1
+                    return tensor_file.create(capacity, self.name)
+            for thread in scrubbing:  # all KEEP files are out: one being zeroed (~0.2 s per 1.5 GB) is worth it
+                thread.join(timeout=2.0)
+        raise AssertionError("unreachable")
 
     def _give_back(self, fd: int, capacity: int) -> None:
         try:
             # The file is sealed at its size (tensor_file.create): the jobs that held it could not resize it.
             scrub(fd)
         except OSError:
-            os.close(fd)
+            self._discard(fd)
             return
         with self._lock:
-            if self._closed or len(self._clean) >= KEEP:
-                os.close(fd)
-            else:
+            keep = not self._closed and len(self._clean) < KEEP
+            if keep:
                 self._clean.append((fd, capacity))
+        if not keep:
+            self._discard(fd)
+
+    def _discard(self, fd: int) -> None:
+        os.close(fd)
+        with self._lock:
+            self._owned -= 1
 
     def settle(self) -> None:
         """Wait until every file given back has been scrubbed."""
@@ -88,6 +97,7 @@ class FilePool:
         with self._lock:
             for fd, _ in self._clean:
                 os.close(fd)
+            self._owned -= len(self._clean)
             self._clean.clear()
 
 

@@ -78,17 +78,25 @@ class CandidateSide:
     def __init__(self, progress_fd: int | None = None, gate_fd: int | None = None) -> None:
         self.progress_fd = progress_fd
         self.gate_fd = gate_fd
+        self._requested = False
 
     def announce(self, entries: list[dict[str, Any]]) -> None:
         if self.progress_fd is not None and entries:
             _write(self.progress_fd, json.dumps({"entries": entries}).encode() + b"\n")
 
+    def request_gate(self) -> None:
+        """Ask for the device: the reference finishes what it was given, then leaves it."""
+        if self.progress_fd is not None and self.gate_fd is not None and not self._requested:
+            self._requested = True
+            _write(self.progress_fd, b'{"timing": true}\n')
+
     def wait_for_gate(self, seconds: float) -> dict[str, Any]:
-        """Ask for the device and wait until the reference leaves it (or its job ends, or `seconds` pass).
-        Returns what happened, for the job's header."""
+        """Wait until the reference has left the device (or its job ended, or `seconds` passed), asking for it
+        first unless request_gate() did. Returns what happened, for the job's header."""
         if self.progress_fd is None or self.gate_fd is None:
             return {}
-        _write(self.progress_fd, b'{"timing": true}\n')
+        if not self._requested:
+            self.request_gate()
         started = time.monotonic()
         ready, _, _ = select.select([self.gate_fd], [], [], seconds)
         waited = time.monotonic() - started
@@ -118,20 +126,29 @@ class ReferenceSide:
         """("entries", list), ("timing", None) from the candidate, until the parent's ("control", layout),
         which is always the last event (None for the layout when the parent's word is missing or malformed)."""
         while True:
-            watched = [fd for fd in (self.progress_fd, self.control_fd) if fd is not None]
-            ready, _, _ = select.select(watched, [], [])
-            if self.control_fd in ready:
-                line = self._line(self.control_fd)
-                if line is not None:
-                    yield "control", _layout(line)
+            for event in self.poll(None):
+                yield event
+                if event[0] == "control":
                     return
-            if self.progress_fd is not None and self.progress_fd in ready:
-                for line in self._lines(self.progress_fd):
-                    event = self._progress_event(line)
-                    if event is None:
-                        self._stop_progress()
-                        break
-                    yield event
+
+    def poll(self, timeout: float | None) -> list[tuple[str, Any]]:
+        """The events that can be read within `timeout` seconds (None: wait for at least one); a control event
+        comes last and alone ends the exchange."""
+        watched = [fd for fd in (self.progress_fd, self.control_fd) if fd is not None]
+        ready, _, _ = select.select(watched, [], [], timeout)
+        if self.control_fd in ready:
+            line = self._line(self.control_fd)
+            if line is not None:
+                return [("control", _layout(line))]
+        events: list[tuple[str, Any]] = []
+        if self.progress_fd is not None and self.progress_fd in ready:
+            for line in self._lines(self.progress_fd):
+                event = self._progress_event(line)
+                if event is None:
+                    self._stop_progress()
+                    break
+                events.append(event)
+        return events
 
     def _progress_event(self, line: bytes) -> tuple[str, Any] | None:
         try:

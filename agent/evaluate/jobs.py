@@ -111,12 +111,13 @@ def _time_model(model: Any, value_sets: list[list[Any]], plan: TrialPlan, device
 
 
 def _timed_run(model: Any, value_sets: list[list[Any]], plan: TrialPlan, device: str,
-               clocks: guards.Clocks) -> tuple[list[list[Any]], TimedRun]:
+               clocks: guards.Clocks, before_timed: Callable[[], None] | None = None) -> tuple[list[list[Any]], TimedRun]:
     """The timing protocol (timing.py) on `rotate` fresh buffers; returns the buffers and the run."""
     buffers, sets = _timing_inputs(value_sets, plan.rotate)
     with torch.no_grad():
         run = time_calls(model, buffers, sets, device=device, iterations=plan.iterations,
-                         warmup_ms=plan.warmup_ms, clocks=clocks, digest_seed=plan.digest_seed)
+                         warmup_ms=plan.warmup_ms, clocks=clocks, digest_seed=plan.digest_seed,
+                         before_timed=before_timed)
     return buffers, run
 
 
@@ -296,11 +297,14 @@ def _run_candidate(model: Any, setup: ProblemSetup, plan: TrialPlan, payload: di
     last_buffer = None
     if plan.timing:
         header["stage"] = "timing"
-        # The device is ours alone from here until this job ends: the reference's job has compared what it
-        # was given and waits (handoff.py).
-        header["gate"] = side.wait_for_gate(payload.get("gate_seconds", 60.0))
-        phases.mark("gate")
-        buffers, run = _timed_run(model, setup.value_sets, plan, device, clocks)
+        # The timed loop has the device to itself: the reference's job compares what it was given, then waits
+        # until this job is over (handoff.py); the warm-up meanwhile measures nothing.
+        side.request_gate()
+
+        def gate() -> None:
+            header["gate"] = side.wait_for_gate(payload.get("gate_seconds", 60.0))
+
+        buffers, run = _timed_run(model, setup.value_sets, plan, device, clocks, before_timed=gate)
         header["timing"] = {"device": run.spread(), "host": run.spread(host=True)}
         phases.add(run.phase_seconds, "timing")
         before = len(writer.layout)

@@ -12,6 +12,7 @@ any, comes in the payload and everything runs in one go.
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import asdict
 from typing import Any, BinaryIO
 
@@ -63,8 +64,6 @@ def reference(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
         else:
             check.announced(layout)
         check.rest()
-        if check.reader is not None and plan.timing:
-            header["timed_outputs_match"] = check.timed_outputs_match()
         phases.mark("compare")
 
     if plan.timing and layout is not None and payload.get("time_baselines", True):
@@ -79,17 +78,29 @@ def reference(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
 
 
 def _follow(side: ReferenceSide, check: _Check) -> list[Any] | None:
-    """Compare while the candidate's job runs; returns the final layout the parent relays once it is over."""
+    """Compare while the candidate's job runs; returns the final layout the parent relays once it is over.
+
+    Announced outputs are compared one call at a time, looking for new messages between calls, so that a request
+    for the device is met within one comparison: what is still queued then waits until the candidate's timing
+    is over (the next thing it announces, or the parent's word), when the candidate's job is busy with its last
+    checked call and its exit anyway."""
+    queue: deque[Any] = deque()
+    gate_open = timing_over = False
     try:
-        for event, value in side.events():
-            if event == "entries":
-                check.announced(value)
-            elif event == "timing":
-                check.device_idle()
-                side.open_gate()
-            else:
-                return value
-        return None
+        while True:
+            idle = not queue or (gate_open and not timing_over)
+            for event, value in side.poll(None if idle else 0):
+                if event == "control":
+                    return value  # whatever is still queued is in the final layout too
+                if event == "timing":
+                    check.device_idle()
+                    side.open_gate()
+                    gate_open = True
+                else:
+                    timing_over = timing_over or gate_open
+                    queue.append(value)
+            if queue and (not gate_open or timing_over):
+                check.announced(queue.popleft())
     finally:
         side.open_gate()
 
@@ -125,15 +136,23 @@ class _Check:
         for index in sorted({k[1] for k in keys if len(k) == 3 and k[0] == "trial" and isinstance(k[1], int)}):
             if 0 <= index < len(self.inputs):
                 self._call(index)
+        if any(k and k[0] == "digest" for k in keys):
+            self._timed_digests()  # written after the candidate's timing: the device is free again
+
+    def _timed_digests(self) -> None:
+        if self.plan.timing and self.reader is not None and "timed_outputs_match" not in self.header:
+            self.header["timed_outputs_match"] = self.timed_outputs_match()
 
     def device_idle(self) -> None:
         if self.device == "cuda":
             torch.cuda.synchronize()
 
     def rest(self) -> None:
-        """Every call not compared yet: the problem must run on all of its inputs whatever the candidate did."""
+        """Every call not compared yet (the problem must run on all of its inputs whatever the candidate did),
+        and the timed calls' digests if they came only with the final layout."""
         for index in range(len(self.inputs)):
             self._call(index)
+        self._timed_digests()
 
     def _call(self, index: int) -> None:
         if index in self.done:

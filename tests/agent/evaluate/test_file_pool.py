@@ -1,8 +1,9 @@
 import os
+import threading
 
 import torch
 
-from agent.evaluate import tensor_file
+from agent.evaluate import file_pool, tensor_file
 from agent.evaluate.file_pool import FilePool, scrub
 from agent.evaluate.tensor_file import TensorFileReader, TensorFileWriter
 
@@ -63,4 +64,30 @@ def test_files_of_another_size_are_not_lent():
         with pool.lend(2 * CAPACITY) as fd:
             assert os.fstat(fd).st_size == 2 * CAPACITY
     finally:
+        pool.close()
+
+
+def test_back_to_back_evaluations_alternate_between_two_files_and_each_is_clean(monkeypatch):
+    pool = FilePool()
+    slow = threading.Event()
+    real_scrub = file_pool.scrub
+
+    def slow_scrub(fd: int) -> None:
+        slow.wait(0.5)  # a scrub still running when the next evaluation starts
+        real_scrub(fd)
+
+    monkeypatch.setattr(file_pool, "scrub", slow_scrub)
+    try:
+        seen = []
+        for value in range(4):
+            with pool.lend(CAPACITY) as fd:
+                view = tensor_file._shared(fd, 0, torch.float32, [1024])
+                assert torch.count_nonzero(view) == 0, "a lent file still held the last evaluation's outputs"
+                view.fill_(value + 1)
+                del view
+                seen.append(fd)
+        assert len(set(seen)) == 2, f"expected two files in turn, got {seen}"
+        assert seen[0] == seen[2] and seen[1] == seen[3]
+    finally:
+        slow.set()
         pool.close()
