@@ -42,7 +42,7 @@ sandbox:
 	    echo "note: bubblewrap missing and not root: the sandbox runs without its outer wall (and says so); install the bubblewrap package"; }
 
 test: $(STAMP) $(MONACO) browser sandbox
-	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} $(PY) -m pytest -q -ra
+	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} $(PY) -m pytest -q -ra --durations=15
 
 # The whole studio in one process: set-up, migrations, a first admin (password printed once), then
 # daphne with the in-process worker on http://$(HOST):$(PORT)/.
