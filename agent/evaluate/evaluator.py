@@ -142,10 +142,9 @@ class Evaluator:
             if not build_header.get("ok", False):
                 return Verdict(Status.BUILD_ERROR, Stage.BUILD, build_header.get("error", "the build failed"),
                                build=build, device=cfg.device, seconds=seconds)
-            t0 = time.monotonic()
+            t0 = candidate_sent = time.monotonic()
             out = self._candidate(problem_source, candidate_source, cfg, plan, outputs, beside.candidate_fds())
             seconds["candidate"] = time.monotonic() - t0
-            seconds["candidate.sent_at"], seconds["candidate.returned_at"] = t0, t0 + seconds["candidate"]
             header = self._candidate_header(out)
             finished = header.get("stage") == "done" and "status" not in header and out.ok
             t0 = time.monotonic()
@@ -163,7 +162,7 @@ class Evaluator:
         for job, job_header in (("candidate", header), ("reference", ref_header)):
             for phase, spent in job_header.get("phase_seconds", {}).items():
                 seconds[f"{job}.{phase}"] = spent
-            _lifecycle(seconds, job, job_header)
+        _lifecycle(seconds, header, sent=candidate_sent, returned=candidate_sent + seconds["candidate"])
         seconds["candidate.process"] = out.seconds
         verdict.seconds = {**seconds, "total": time.monotonic() - started}
         return verdict
@@ -228,7 +227,6 @@ class Evaluator:
         if not out.ok:
             raise ProblemError(f"the reference problem failed: {_describe_failure(out, 'running the reference')}")
         header, _ = read_result(out.result)
-        header["job_seconds"] = out.seconds
         if cached is not None and "eager" in header:
             header["compile"] = cached
             header["compile_cached"] = True
@@ -516,16 +514,16 @@ def _trials(ref_header: dict[str, Any]) -> list[TrialResult]:
     return results
 
 
-def _lifecycle(seconds: dict[str, float], job: str, header: dict[str, Any]) -> None:
-    """A job's start-up (fork, namespaces, imports) and its exit (CUDA teardown, reaping, the result's trip
-    back), from the job's own stamps on the host's monotonic clock against the parent's send and receive."""
-    sent, returned = seconds.pop(f"{job}.sent_at", None), seconds.pop(f"{job}.returned_at", None)
+def _lifecycle(seconds: dict[str, float], header: dict[str, Any], sent: float, returned: float) -> None:
+    """The candidate's job's start-up (fork, namespaces, imports) and its exit (CUDA teardown, reaping, the
+    result's trip back), from its own stamps on the host's monotonic clock against the parent's send and receive.
+    (The reference's job returns at its result, before its exit: handoff.py.)"""
     began, ended = header.get("began_at"), header.get("ended_at")
-    if sent is None or returned is None or not isinstance(began, float) or not isinstance(ended, float):
+    if not isinstance(began, float) or not isinstance(ended, float):
         return  # a job that died early, or one whose header was written by candidate code, has no say here
     if sent <= began <= ended <= returned:
-        seconds[f"{job}.startup"] = began - sent
-        seconds[f"{job}.exit"] = returned - ended
+        seconds["candidate.startup"] = began - sent
+        seconds["candidate.exit"] = returned - ended
 
 
 def _rejecting(flags: list[Finding]) -> bool:

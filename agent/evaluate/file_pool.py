@@ -47,21 +47,29 @@ class FilePool:
             scrubber.start()
 
     def _take(self, capacity: int) -> int:
-        for attempt in range(2):
-            with self._lock:
-                for i, (fd, size) in enumerate(self._clean):
-                    if size == capacity:
-                        del self._clean[i]
-                        return fd
-                scrubbing = [t for t in self._scrubbers if t.is_alive()]
-                if attempt == 1 or not scrubbing or self._owned < KEEP:
-                    # Back-to-back evaluations (a batch) alternate between KEEP files, one used while the other
-                    # is zeroed; the KEEP-th file is made once, rather than waiting for a scrub every time.
-                    self._owned += 1
-                    return tensor_file.create(capacity, self.name)
-            for thread in scrubbing:  # all KEEP files are out: one being zeroed (~0.2 s per 1.5 GB) is worth it
+        with self._lock:
+            fd = self._pop_clean(capacity)
+            scrubbing = [t for t in self._scrubbers if t.is_alive()]
+            # Back-to-back evaluations (a batch) alternate between KEEP files, one used while the other is
+            # zeroed: the KEEP-th file is made once, rather than waiting for a scrub every time.
+            wait = fd is None and scrubbing and self._owned >= KEEP
+        if wait:
+            for thread in scrubbing:  # every file is out: one being zeroed (~0.2 s per 1.5 GB) is worth waiting for
                 thread.join(timeout=2.0)
-        raise AssertionError("unreachable")
+            with self._lock:
+                fd = self._pop_clean(capacity)
+        if fd is not None:
+            return fd
+        with self._lock:
+            self._owned += 1
+        return tensor_file.create(capacity, self.name)
+
+    def _pop_clean(self, capacity: int) -> int | None:
+        for i, (fd, size) in enumerate(self._clean):
+            if size == capacity:
+                del self._clean[i]
+                return fd
+        return None
 
     def _give_back(self, fd: int, capacity: int) -> None:
         try:

@@ -67,7 +67,7 @@ class Pipes:
 def _write(fd: int, data: bytes) -> None:
     try:
         os.write(fd, data)
-    except (BrokenPipeError, OSError):
+    except OSError:  # BrokenPipeError among them
         pass  # the reader is gone: nothing is waiting for this any more
 
 

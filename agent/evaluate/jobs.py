@@ -30,9 +30,9 @@ from agent.evaluate.tensor_file import TensorFileWriter
 from agent.evaluate.timing import TimedRun, time_calls
 
 PROBLEM_MODULE = "kstudio_problem"
+CANDIDATE_MODULE = "kstudio_candidate"
 # How long a checked call's outputs must stay unchanged after it returned.
 _SETTLE_SECONDS = 0.02
-CANDIDATE_MODULE = "kstudio_candidate"
 
 
 class _Phases:

@@ -73,7 +73,6 @@ def reference(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
         if payload["compile_baseline"]:
             header["compile"] = _time_compiled(setup.model, setup.value_sets, plan, device, clocks)
             phases.mark("compile_timing")
-    header["ended_at"] = time.monotonic()
     write_result(result, header)
 
 
@@ -159,7 +158,7 @@ class _Check:
             return
         self.done.add(index)
         outs = self.held.pop(index, None) or _as_list(self.setup.model(*self.inputs[index]))
-        if self.reader is not None and self.reader.get(("trial", index, 0)) is not None:
+        if self.reader is not None and self.reader.has(("trial", index, 0)):
             loaded = time.monotonic()
             got = self.reader.device_tensors(self.device, "trial", index)
             self.phases.add({"load": time.monotonic() - loaded}, "compare")

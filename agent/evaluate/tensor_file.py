@@ -96,6 +96,9 @@ class TensorFileReader:
     def keys(self) -> list[Key]:
         return list(self._entries)
 
+    def has(self, key: Key) -> bool:
+        return tuple(key) in self._entries
+
     def get(self, key: Key) -> torch.Tensor | None:
         entry = self._entries.get(tuple(key))
         if entry is None:
