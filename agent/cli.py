@@ -16,10 +16,14 @@ import os
 import sys
 from pathlib import Path
 
-from agent.evaluate import EvalConfig, Evaluator, ProblemError
-from agent.policies.base import Policy, PolicyError
-from agent.policies.scripted import ScriptedPolicy
-from agent.verdict import Verdict
+from agent.engine.backends import BACKENDS
+from agent.engine.evaluate import EvalConfig, Evaluator, ProblemError
+from agent.loop.policies.base import Policy, PolicyError
+from agent.loop.policies.factory import PolicySpec, make_policy
+from agent.loop.policies.scripted import ScriptedPolicy, demo_files, script_of_files
+from agent.engine.verdict import Verdict
+from agent.loop.state import Budgets
+from agent.described import help_of
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,15 +33,17 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("problem", type=Path, help="KernelBench-format problem: Model, get_inputs, get_init_inputs")
     ev.add_argument("candidate", type=Path, help="candidate module defining ModelNew")
     ev.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    ev.add_argument("--backend", choices=("cuda", "nvrtc", "triton", "cpp"), default=None,
+    ev.add_argument("--backend", choices=BACKENDS, default=None,
                     help="default: guessed from the candidate's source")
     ev.add_argument("--json", action="store_true", help="print exactly one JSON verdict on stdout")
+    ev.add_argument("--quiet", action="store_true", help="print no progress on stderr (each phase as it starts)")
     ev.add_argument("--no-timing", action="store_true", help="check correctness only")
     ev.add_argument("--no-compile-baseline", action="store_true", help="skip the torch.compile baseline")
     ev.add_argument("--profile", action="store_true", help="attach a profiler summary")
     ev.add_argument("--seed", type=int, default=None, help="fix the secret seed (to reproduce a verdict)")
     ev.add_argument("--allow-ops", default="", help="extra ATen ops the candidate may call, comma-separated")
     ev.add_argument("--cache-dir", type=Path, default=None, help="build cache (default: $KSTUDIO_CACHE_DIR or .cache/kstudio)")
+    ev.add_argument("--device-memory-mb", type=int, default=None, help=_DEVICE_MEMORY_HELP)
     bd = sub.add_parser("build", help="compile a candidate's extensions into the shared build cache (no GPU needed)")
     bd.add_argument("candidate", type=Path, help="candidate module defining ModelNew")
     bd.add_argument("--device", choices=("cpu", "cuda"), default="cuda", help="the device the build is for")
@@ -68,16 +74,16 @@ def _parser() -> argparse.ArgumentParser:
     op.add_argument("--model-device", default=None,
                     help="transformers: where the model runs, e.g. cuda:1 (default: --device)")
     op.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where candidates are built and timed")
-    op.add_argument("--max-turns", type=int, default=30, help="budget: model turns")
-    op.add_argument("--max-tokens", type=int, default=None, help="budget: prompt plus completion tokens over the run")
-    op.add_argument("--max-wall-seconds", type=float, default=None, help="budget: seconds spent in model calls and tools")
-    op.add_argument("--max-gpu-seconds", type=float, default=None, help="budget: seconds evaluations held the device")
+    for name, kind in (("max_turns", int), ("max_tokens", int), ("max_wall_seconds", float), ("max_gpu_seconds", float)):
+        op.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(Budgets(), name),
+                        help="budget: " + help_of(Budgets, name))
     op.add_argument("--no-compile-baseline", action="store_true", help="skip the torch.compile baseline")
     op.add_argument("--trajectory", type=Path, default=None,
                     help="append the run's training record to this JSON lines file (one run a line; "
                          "`export` turns the file into a dataset)")
     op.add_argument("--json", action="store_true", help="print exactly one JSON document on stdout")
     op.add_argument("--cache-dir", type=Path, default=None, help="build cache (default: $KSTUDIO_CACHE_DIR or .cache/kstudio)")
+    op.add_argument("--device-memory-mb", type=int, default=None, help=_DEVICE_MEMORY_HELP)
     ex = sub.add_parser("export", help="turn trajectory records (JSON lines) into a Hugging Face datasets dataset")
     ex.add_argument("trajectories", type=Path, help="JSON lines of trajectory records, as optimize --trajectory writes")
     ex.add_argument("--out", type=Path, required=True,
@@ -111,15 +117,29 @@ def _human(verdict: Verdict) -> str:
     return "\n".join(lines)
 
 
+_DEVICE_MEMORY_HELP = ("device memory the evaluation's two jobs may use together, in MiB (default: the GPU's own; "
+                       "none on the CPU): a problem that does not fit gets a capacity verdict")
+
+
+def _device_memory(args: argparse.Namespace) -> int | None:
+    return args.device_memory_mb << 20 if args.device_memory_mb else None
+
+
+def _show_phase(phase: str, what: str, elapsed: float) -> None:
+    """Long work shows progress: each phase of the evaluation on stderr as it starts (stdout keeps the verdict)."""
+    print(f"[{elapsed:6.1f} s] {what}", file=sys.stderr, flush=True)
+
+
 def evaluate_command(args: argparse.Namespace) -> int:
     problem = _read(args.problem, "problem")
     candidate = _read(args.candidate, "candidate")
     config = EvalConfig(device=args.device, backend=args.backend, timing=not args.no_timing,
                         compile_baseline=not args.no_compile_baseline, profile=args.profile, seed=args.seed,
-                        allowed_ops=tuple(o.strip() for o in args.allow_ops.split(",") if o.strip()))
+                        allowed_ops=tuple(o.strip() for o in args.allow_ops.split(",") if o.strip()),
+                        device_memory_bytes=_device_memory(args))
     try:
         with Evaluator(config, cache_root=args.cache_dir) as evaluator:
-            verdict = evaluator.evaluate(problem, candidate)
+            verdict = evaluator.evaluate(problem, candidate, on_phase=None if args.quiet else _show_phase)
     except ProblemError as exc:
         return _fail(str(exc))
     if args.json:
@@ -146,48 +166,33 @@ def build_command(args: argparse.Namespace) -> int:
 
 def _policy(args: argparse.Namespace) -> Policy:
     if args.policy == "scripted-demo":
-        from agent.policies.scripted import demo_files, script_of_files
-
         paths = args.script or demo_files(args.device)
         missing = [str(p) for p in paths if not p.is_file()]
         if missing:
             raise SystemExit(_fail(f"scripted-demo: no candidate file {', '.join(missing)}; pass --script FILE..."))
-        return ScriptedPolicy(script_of_files(paths))
-    if args.policy == "transformers":
-        return _transformers_policy(args)
-    if not args.model:
-        raise SystemExit(_fail("--policy openai needs --model (the name the endpoint serves)"))
+        spec = PolicySpec("scripted", script=script_of_files(paths))
+    elif not args.model:
+        what = "the checkpoint directory" if args.policy == "transformers" else "the name the endpoint serves"
+        raise SystemExit(_fail(f"--policy {args.policy} needs --model ({what})"))
+    elif args.policy == "transformers":
+        spec = PolicySpec("transformers", model=args.model, temperature=args.temperature, max_tokens=args.max_new_tokens,
+                          top_p=args.top_p, seed=args.seed, model_device=args.model_device or "")
+    else:
+        spec = PolicySpec("openai", model=args.model, base_url=args.base_url,
+                          api_key=os.environ.get(args.api_key_env, "EMPTY"), temperature=args.temperature,
+                          max_tokens=args.max_new_tokens)
     try:
-        from agent.policies.openai_compat import OpenAIPolicy
-    except ImportError as exc:
-        raise SystemExit(_fail(f"the OpenAI-compatible policy is not available ({exc})"))
-    try:
-        return OpenAIPolicy(args.base_url, args.model, os.environ.get(args.api_key_env, "EMPTY"),
-                            temperature=args.temperature, max_tokens=args.max_new_tokens)
-    except ValueError as exc:
+        # A checkpoint we cannot use is bad input, found before any evaluation starts.
+        return make_policy(spec, device=args.device, load=True)
+    except PolicyError as exc:
         raise SystemExit(_fail(str(exc)))
-
-
-def _transformers_policy(args: argparse.Namespace) -> Policy:
-    if not args.model:
-        raise SystemExit(_fail("--policy transformers needs --model (the checkpoint directory)"))
-    try:
-        from agent.policies.transformers_local import TransformersPolicy
-    except ImportError as exc:
-        raise SystemExit(_fail(f"the transformers policy needs transformers (pip install -e '.[agent]'): {exc}"))
-    try:
-        policy = TransformersPolicy(args.model, device=args.model_device or args.device, temperature=args.temperature,
-                                    top_p=args.top_p, max_new_tokens=args.max_new_tokens, seed=args.seed)
-        policy.load()  # a checkpoint we cannot use is bad input, found before any evaluation starts
-    except (PolicyError, ValueError) as exc:
-        raise SystemExit(_fail(str(exc)))
-    return policy
 
 
 def optimize_command(args: argparse.Namespace) -> int:
-    from agent import loop
-    from agent.tools import Toolbox
-    from agent.trajectory import to_record
+    from agent.builtin.trace import trace_graph
+    from agent.loop import runner as loop
+    from agent.loop.tools import Toolbox
+    from agent.loop.trajectory import to_record
 
     problem = _read(args.problem, "problem")
     args.policy = args.policy or ("scripted-demo" if args.script else "builtin")
@@ -200,7 +205,8 @@ def optimize_command(args: argparse.Namespace) -> int:
                                max_wall_seconds=args.max_wall_seconds, max_gpu_seconds=args.max_gpu_seconds)
     except ValueError as exc:
         return _fail(str(exc))
-    config = EvalConfig(device=args.device, compile_baseline=not args.no_compile_baseline)
+    config = EvalConfig(device=args.device, compile_baseline=not args.no_compile_baseline,
+                        device_memory_bytes=_device_memory(args))
 
     def progress(state: loop.AgentState) -> None:
         record = state.turns[-1] if state.turns else None
@@ -211,12 +217,11 @@ def optimize_command(args: argparse.Namespace) -> int:
 
     try:
         with Evaluator(config, cache_root=args.cache_dir) as evaluator:
-            toolbox = Toolbox(evaluator, config)
+            toolbox = Toolbox(evaluator, config, on_phase=_show_phase)
             state = loop.start(problem, toolbox)
             if policy is None:
-                from agent.builtin.policy import BuiltinPolicy
-
-                policy = BuiltinPolicy(problem, evaluator.trace_problem, args.device)
+                policy = make_policy(PolicySpec("builtin"), device=args.device, problem_source=problem,
+                                     tracer=lambda source: trace_graph(evaluator, source))
             state = loop.run(state, policy, toolbox, budgets, on_text=lambda text: print(text, end="", file=sys.stderr),
                              on_step=progress)
     except ProblemError as exc:
@@ -224,7 +229,7 @@ def optimize_command(args: argparse.Namespace) -> int:
     if state.status == loop.FAILED and state.stop_reason.startswith("the problem failed"):
         return _fail(state.stop_reason)
     if args.trajectory:
-        from agent.export import write_jsonl
+        from agent.export.dataset import write_jsonl
 
         write_jsonl([to_record(state)], args.trajectory, append=True)
     best = state.best_verdict()
@@ -256,7 +261,7 @@ def _turn_verdict(summary: dict) -> str:
 
 
 def export_command(args: argparse.Namespace) -> int:
-    from agent.export import read_jsonl, save
+    from agent.export.dataset import read_jsonl, save
 
     try:
         records = read_jsonl(args.trajectories)

@@ -1,10 +1,16 @@
-"""The built-in policy over examples/*.py: how many it gets accepted, and how fast those kernels are.
+"""The built-in policy over examples/*.py: how many it gets accepted, and how fast those kernels are;
+or, given a KernelBench checkout, how many of its problems the policy plans (CPU only).
 
 Each example runs in its own `python -m agent optimize ... --policy builtin --json` process, so a crash
 or a hang in one cannot take the others down; a run that prints no JSON, exits abnormally or runs past
 --timeout counts as not accepted, with the reason (and the tail of its stderr) recorded.
 
-Usage: python benchmarks/builtin_policy.py --device cuda --max-turns 8 --out results.json
+Planning count: every problem of the given levels is traced in the sandbox on meta tensors and planned,
+and its first CUDA candidate written, as the policy's first turn does; nothing is compiled or run. A
+refused problem is listed with what stopped it.
+
+Usage: python benchmarks/builtin_policy.py /path/to/KernelBench --levels 1,2,3 --out plans.json
+       python benchmarks/builtin_policy.py --device cuda --max-turns 8 --out results.json
        python benchmarks/builtin_policy.py --device cuda --prebuild 14 --only softmax_rows,row_max
        python benchmarks/builtin_policy.py --device cpu --only relu_scale_bias,softmax_rows
 """
@@ -95,14 +101,15 @@ def prebuild(paths: list[Path], device: str, jobs: int) -> float:
 
     from agent.builtin.codegen import candidate_source, variants
     from agent.builtin.lower import lower
-    from agent.evaluate import EvalConfig, Evaluator
+    from agent.builtin.trace import trace_graph
+    from agent.engine.evaluate import EvalConfig, Evaluator
 
     started = time.monotonic()
     folder = Path(tempfile.mkdtemp(prefix="kstudio-prebuild-"))
     files = []
     with Evaluator(EvalConfig(device=device, compile_baseline=False)) as evaluator:
         for path in paths:
-            plan = lower(evaluator.trace_problem(path.read_text()))
+            plan = lower(trace_graph(evaluator, path.read_text()))
             for i, variant in enumerate(variants(plan, device)):
                 file = folder / f"{path.stem}_{i}.py"
                 file.write_text(candidate_source(plan, variant, device))
@@ -219,8 +226,70 @@ def _write(out: Path, args: argparse.Namespace, results: list[Result], host: str
                                "summary": summarise(results), "results": results}, indent=2))
 
 
+def level_folder(root: Path, level: int) -> Path:
+    """A KernelBench checkout's level folder: <root>/KernelBench/level<N> or <root>/level<N>."""
+    for folder in (root / "KernelBench" / f"level{level}", root / f"level{level}"):
+        if folder.is_dir():
+            return folder
+    raise SystemExit(f"error: no level{level} folder under {root} (or {root}/KernelBench); pass a KernelBench checkout")
+
+
+def plan_problem(source: str, tracer: Any) -> str | None:
+    """None when the built-in policy plans the problem and writes its first CUDA candidate; else why not."""
+    from agent.builtin.policy import BuiltinPolicy
+    from agent.loop.policies.base import PolicyError
+
+    try:
+        BuiltinPolicy(source, tracer, "cuda").respond([{"role": "system", "content": ""}], [])
+    except PolicyError as exc:
+        return str(exc)
+    return None
+
+
+def stopping_op(reason: str) -> str:
+    """The part of a refusal that names what stopped the plan (the policy's closing advice dropped)."""
+    text = reason.removeprefix("the built-in policy cannot optimize this module: ")
+    if "Traceback (most recent call last)" in text:  # the problem itself failed to import or build
+        return "the problem could not be traced: " + text.strip().splitlines()[-1].strip()
+    return text.split(". It ")[0].split("; use an LLM")[0]
+
+
+def count_planned(root: Path, levels: list[int]) -> list[Result]:
+    from agent.builtin.trace import trace_graph
+    from agent.engine.evaluate import EvalConfig, Evaluator
+
+    results: list[Result] = []
+    with Evaluator(EvalConfig(device="cpu", compile_baseline=False)) as evaluator:
+        for level in levels:
+            for path in sorted(level_folder(root, level).glob("*.py"), key=lambda p: (len(p.name.split("_")[0]), p.name)):
+                started = time.monotonic()
+                reason = plan_problem(path.read_text(), lambda source: trace_graph(evaluator, source))
+                results.append({"level": level, "problem": path.stem, "planned": reason is None,
+                                "stopped_by": None if reason is None else stopping_op(reason),
+                                "seconds": time.monotonic() - started})
+                print(f"level {level} {path.stem}: {'planned' if reason is None else stopping_op(reason)}",
+                      file=sys.stderr, flush=True)
+    return results
+
+
+def count_markdown(results: list[Result]) -> str:
+    levels = sorted({r["level"] for r in results})
+    lines = ["| level | planned | problems |", "| --- | --- | --- |"]
+    for level in levels:
+        mine = [r for r in results if r["level"] == level]
+        lines.append(f"| {level} | {sum(r['planned'] for r in mine)} | {len(mine)} |")
+    refused = [r for r in results if not r["planned"]]
+    if refused:
+        lines += ["", "| level | problem | stopped by |", "| --- | --- | --- |"]
+        lines += [f"| {r['level']} | {r['problem']} | {_cell(r['stopped_by'])} |" for r in refused]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kernelbench", nargs="?", type=Path, default=None,
+                        help="a KernelBench checkout: count the problems the policy plans instead of running examples")
+    parser.add_argument("--levels", default="1,2,3", help="with a KernelBench checkout: the levels to count")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda", help="where candidates are built and timed")
     parser.add_argument("--only", default=None, help="comma-separated example names (default: every examples/*.py)")
     parser.add_argument("--max-turns", type=int, default=8, help="model turns per example")
@@ -229,6 +298,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prebuild", type=int, default=0, metavar="JOBS",
                         help="first compile every variant into the build cache, JOBS at once (0: no prebuild)")
     args = parser.parse_args(argv)
+    if args.kernelbench is not None:
+        counted = count_planned(args.kernelbench, [int(x) for x in args.levels.split(",") if x.strip()])
+        if args.out:
+            args.out.write_text(json.dumps({"kernelbench": str(args.kernelbench), "results": counted}, indent=2))
+        print(count_markdown(counted), end="")
+        return 0
     paths = _examples(args.only)
     host = machine(args.device)
     if args.prebuild:

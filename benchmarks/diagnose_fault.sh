@@ -5,7 +5,7 @@ set -u
 export PYTHONPATH=$PWD KSTUDIO_CACHE_DIR=${KSTUDIO_CACHE_DIR:-/root/kscache} PYTHONFAULTHANDLER=1
 OUT=${OUT:-/tmp/diagnose}
 ls tests/corpus/candidates/fault_cuda_*.py | xargs -P 4 -n 1 python3 -m agent build --device cuda > "$OUT/prebuild_fault.log" 2>&1
-python3 -m pytest tests/agent/evaluate/test_corpus.py -k "cuda-fault" -v -s -p no:cacheprovider --timeout 150 > "$OUT/fault.log" 2>&1 &
+python3 -m pytest tests/agent/engine/evaluate/test_corpus.py -k "cuda-fault" -v -s -p no:cacheprovider --timeout 150 > "$OUT/fault.log" 2>&1 &
 PYTEST=$!
 for i in $(seq 1 ${1:-24}); do
   sleep 10

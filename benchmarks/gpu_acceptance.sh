@@ -16,7 +16,7 @@ for stage in "$@"; do
     corpus)
       grep -l load_inline tests/corpus/candidates/*.py | xargs -P 14 -n 1 python3 -m agent build --device cuda > "$OUT/prebuild.log" 2>&1
       echo "prebuild: $(( $(date +%s) - started )) s"
-      python3 -m pytest tests/agent/evaluate/test_corpus.py -k cuda- -v -s -p no:cacheprovider --timeout 180 --durations=0 \
+      python3 -m pytest tests/agent/engine/evaluate/test_corpus.py -k cuda- -v -s -p no:cacheprovider --timeout 180 --durations=0 \
         > "$OUT/corpus.log" 2>&1
       grep -E "^VERDICT|PASSED|FAILED|ERROR|passed|failed" "$OUT/corpus.log" | grep -v "^tests.*PASSED$" | tail -60
       grep -E "passed|failed" "$OUT/corpus.log" | tail -1

@@ -1,5 +1,5 @@
 """Websocket fan-out under load: many browsers watch one run while a producer appends events at a fixed rate
-through the real event path (apps.runs.services.append_event: numbered and stored under the run's row lock in
+through the real event path (apps.runs.events.append_event: numbered and stored under the run's row lock in
 Postgres, then pushed through channels-redis to daphne's consumers). Every client checks that it received every
 seq exactly once and in order; delivery latency runs from just before append_event to the client's receipt
 (one machine, one clock).
@@ -123,7 +123,7 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 
 def produce(run_id: int, rate: float, seconds: float) -> dict[str, Any]:
     """Append rate x seconds events to the run at an even pace, then the end marker."""
-    from apps.runs.services import append_event
+    from apps.runs.events import append_event
 
     count = int(rate * seconds)
     start = time.monotonic()

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from agent.evaluate import EvalConfig, Evaluator  # noqa: E402
+from agent.engine.evaluate import EvalConfig, Evaluator  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
 CASES = [
@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     rows = []
-    config = EvalConfig(device="cuda", compile_baseline=False, iterations=100)
+    config = EvalConfig(device="cuda", compile_baseline=False)
     with Evaluator(config) as ev:
         for problem_name, candidate_name in CASES[: args.cases]:
             problem_path, cand_path = CORPUS / "problems" / problem_name, CORPUS / "candidates" / candidate_name

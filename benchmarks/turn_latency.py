@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.evaluate import EvalConfig, Evaluator  # noqa: E402
+from agent.engine.evaluate import EvalConfig, Evaluator  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
 

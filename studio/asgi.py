@@ -11,14 +11,15 @@ django_asgi_app = get_asgi_application()  # before importing consumers: it sets 
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from apps.runs.routing import websocket_urlpatterns  # noqa: E402
 from studio.body_limit import BodySizeLimit  # noqa: E402
+from studio.ws_origin import SameOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter({
     "http": BodySizeLimit(django_asgi_app, settings.KSTUDIO_MAX_REQUEST_BYTES),
-    # A foreign Origin is refused at the handshake (cross-site websocket hijacking rides on the session cookie).
-    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    # An Origin other than our own (scheme, host and port, as the CSRF check) is refused at the handshake:
+    # cross-site websocket hijacking rides on the session cookie.
+    "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
 })

@@ -8,10 +8,12 @@ channel layer to Redis, with workers started separately (README: production layo
 from __future__ import annotations
 
 import shutil
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlparse
 
 import environ
+from django.conf import global_settings
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -59,6 +61,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "channels",
+    "axes",  # password-login throttling and lockout (django-axes): /accounts/login/ and /admin/login/
     "apps.accounts",
     "apps.problems",
     "apps.runs",
@@ -84,6 +87,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a lockout into the 429 page below
 ]
 
 ROOT_URLCONF = "studio.urls"
@@ -175,7 +179,21 @@ KSTUDIO_DEVICE = env.str("KSTUDIO_DEVICE", default="cuda" if shutil.which("nvidi
 if KSTUDIO_DEVICE not in ("cpu", "cuda"):
     raise ImproperlyConfigured(f"KSTUDIO_DEVICE must be cpu or cuda, not {KSTUDIO_DEVICE!r}")
 KSTUDIO_COMPILE_BASELINE = env.bool("KSTUDIO_COMPILE_BASELINE", default=True)
-KSTUDIO_EVAL_ITERATIONS = env.int("KSTUDIO_EVAL_ITERATIONS", default=50)
+# Rounds of interleaved timed batches per evaluation (agent/engine/evaluate/session.py): at least MIN, at most MAX while
+# the speedup's interval is still wide.
+KSTUDIO_EVAL_MIN_ROUNDS = env.int("KSTUDIO_EVAL_MIN_ROUNDS", default=5)
+KSTUDIO_EVAL_MAX_ROUNDS = env.int("KSTUDIO_EVAL_MAX_ROUNDS", default=15)
+# Device memory (MiB) an evaluation's two jobs may use together (agent/engine/evaluate/memory.py plans from it); 0: the
+# GPU's own (its total times the jobs' memory fraction), and no budget on the CPU.
+KSTUDIO_EVAL_DEVICE_MEMORY_MB = env.int("KSTUDIO_EVAL_DEVICE_MEMORY_MB", default=0)
+# Sanity sweeps only (benchmarks/kernelbench_sweep.py): candidates may call any PyTorch op, so that a problem's own code
+# is accepted as its candidate. Never on a studio that judges real kernels: a PyTorch fallback would pass as one.
+KSTUDIO_EVAL_ALLOW_ANY_TORCH_OP = env.bool("KSTUDIO_EVAL_ALLOW_ANY_TORCH_OP", default=False)
+if PRODUCTION and KSTUDIO_EVAL_ALLOW_ANY_TORCH_OP:
+    raise ImproperlyConfigured("KSTUDIO_EVAL_ALLOW_ANY_TORCH_OP is for sanity sweeps on a private studio, never production: "
+                               "with it, a PyTorch fallback passes as a kernel")
+if KSTUDIO_EVAL_DEVICE_MEMORY_MB < 0:
+    raise ImproperlyConfigured("KSTUDIO_EVAL_DEVICE_MEMORY_MB must be 0 (the device's own memory) or a positive size in MiB")
 KSTUDIO_CANDIDATE_WALL_SECONDS = env.int("KSTUDIO_CANDIDATE_WALL_SECONDS", default=300)
 KSTUDIO_BUILD_SECONDS = env.int("KSTUDIO_BUILD_SECONDS", default=600)
 # The user's own problem, run by the reference's job in every evaluation: generous, but a problem
@@ -186,10 +204,29 @@ KSTUDIO_CACHE_DIR = env.str("KSTUDIO_CACHE_DIR", default="")  # empty: the engin
 KSTUDIO_STEP_LEASE_SECONDS = env.int("KSTUDIO_STEP_LEASE_SECONDS", default=1800)
 # An uploaded problem is imported and run once in a worker's sandbox; longer than this and it is refused.
 KSTUDIO_PROBLEM_CHECK_SECONDS = env.int("KSTUDIO_PROBLEM_CHECK_SECONDS", default=60)
+# The library keeps an accepted kernel only when it beats the faster PyTorch baseline (eager or torch.compile)
+# by at least this factor and its timing was steady (agent/knowledge/library.py); slower ones stay candidates of their run.
+KSTUDIO_LIBRARY_MIN_SPEEDUP = env.float("KSTUDIO_LIBRARY_MIN_SPEEDUP", default=1.05)
+if not 0 < KSTUDIO_LIBRARY_MIN_SPEEDUP < 1000:
+    raise ImproperlyConfigured(f"KSTUDIO_LIBRARY_MIN_SPEEDUP must be a factor such as 1.05, not {KSTUDIO_LIBRARY_MIN_SPEEDUP}")
+# On a shared development machine every CPU timing may be noisy; this keeps such kernels anyway (never in production).
+KSTUDIO_LIBRARY_KEEP_NOISY = env.bool("KSTUDIO_LIBRARY_KEEP_NOISY", default=False)
 # Agent runs: the defaults of a run's budgets (a user may ask for less, never more than the maxima).
 KSTUDIO_AGENT_MAX_TURNS = env.int("KSTUDIO_AGENT_MAX_TURNS", default=20)
 KSTUDIO_AGENT_MAX_TOKENS = env.int("KSTUDIO_AGENT_MAX_TOKENS", default=400_000)
 KSTUDIO_AGENT_WALL_SECONDS = env.int("KSTUDIO_AGENT_WALL_SECONDS", default=3600)
+KSTUDIO_AGENT_MAX_GPU_SECONDS = env.float("KSTUDIO_AGENT_MAX_GPU_SECONDS", default=3600.0)
+# Per-user quotas (apps/runs/quotas.py): past one, starting a run answers 429 with the limit named.
+KSTUDIO_QUOTA_RUNS_IN_FLIGHT = env.int("KSTUDIO_QUOTA_RUNS_IN_FLIGHT", default=50)  # unfinished: queued or running
+KSTUDIO_QUOTA_QUEUED_RUNS = env.int("KSTUDIO_QUOTA_QUEUED_RUNS", default=30)  # not started yet
+KSTUDIO_QUOTA_GPU_SECONDS_PER_DAY = env.float("KSTUDIO_QUOTA_GPU_SECONDS_PER_DAY", default=86400.0)  # past 24 hours
+# A batch's new sources are each checked in the sandbox before anything is stored: at most this many a request.
+KSTUDIO_BATCH_MAX_SOURCES = env.int("KSTUDIO_BATCH_MAX_SOURCES", default=20)
+for _name in ("KSTUDIO_AGENT_MAX_TURNS", "KSTUDIO_AGENT_MAX_TOKENS", "KSTUDIO_AGENT_WALL_SECONDS",
+              "KSTUDIO_AGENT_MAX_GPU_SECONDS", "KSTUDIO_QUOTA_RUNS_IN_FLIGHT", "KSTUDIO_QUOTA_QUEUED_RUNS",
+              "KSTUDIO_QUOTA_GPU_SECONDS_PER_DAY", "KSTUDIO_BATCH_MAX_SOURCES"):
+    if not globals()[_name] > 0:
+        raise ImproperlyConfigured(f"{_name} must be positive, not {globals()[_name]}")
 KSTUDIO_MAX_UPLOAD_BYTES = env.int("KSTUDIO_MAX_UPLOAD_BYTES", default=1_000_000)
 # An open run websocket asks the database this often for events whose push was lost (apps/runs/consumers.py).
 KSTUDIO_WS_RESYNC_SECONDS = env.float("KSTUDIO_WS_RESYNC_SECONDS", default=5.0)
@@ -225,7 +262,7 @@ def _rate(name: str, default: str) -> str:
 
 REST_FRAMEWORK = {
     # Tokens for scripts and studio-cli (made on /accounts/tokens/); the session for the browsable docs.
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.TokenAuthentication",
+    "DEFAULT_AUTHENTICATION_CLASSES": ["apps.api.authentication.ThrottledTokenAuthentication",
                                        "rest_framework.authentication.SessionAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "apps.api.pagination.Pagination",
@@ -237,7 +274,7 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "apps.api.errors.handle",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["apps.api.parsers.BoundedJSONParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 SPECTACULAR_SETTINGS = {
@@ -282,6 +319,27 @@ if env.bool("TRUST_X_FORWARDED_PROTO", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # --- auth, static, the rest ---------------------------------------------------------------------------
+# Password logins (the studio's form and the admin's) go through django-axes: after KSTUDIO_LOGIN_FAILURE_LIMIT
+# failures in a row for one username from one address, that pair is locked out for KSTUDIO_LOGIN_COOLOFF_MINUTES
+# (a 429 page saying so; `manage.py axes_reset` unlocks). The pair, not the address alone: a stranger guessing
+# cannot lock a user out from their own address. API tokens are throttled by the API (apps/api/throttles.py).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.int("KSTUDIO_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("KSTUDIO_LOGIN_COOLOFF_MINUTES", default=15))
+if AXES_FAILURE_LIMIT < 1 or AXES_COOLOFF_TIME <= timedelta(0):
+    raise ImproperlyConfigured("KSTUDIO_LOGIN_FAILURE_LIMIT and KSTUDIO_LOGIN_COOLOFF_MINUTES must be positive")
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# The client's address: REMOTE_ADDR, unless a proxy in front is trusted to set X-Forwarded-For (a client reaching
+# daphne directly could otherwise send a new address with every guess).
+AXES_IPWARE_META_PRECEDENCE_ORDER = (("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR") if env.bool("TRUST_X_FORWARDED_FOR", default=False)
+                                     else ("REMOTE_ADDR",))
+# Django's hashers (PBKDF2 first) unless KSTUDIO_PASSWORD_HASHERS names others: the tests name MD5 (tests/conftest.py),
+# since a PBKDF2 login costs about a second on a loaded 2-core box and a lockout test logs in a dozen times.
+PASSWORD_HASHERS = env.list("KSTUDIO_PASSWORD_HASHERS", default=list(global_settings.PASSWORD_HASHERS))
+if PRODUCTION and any("MD5" in hasher for hasher in PASSWORD_HASHERS):
+    raise ImproperlyConfigured("KSTUDIO_ENV=production refuses an MD5 password hasher: unset KSTUDIO_PASSWORD_HASHERS")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "problems:list"
 LOGOUT_REDIRECT_URL = "login"

@@ -108,7 +108,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
     files = python_files(args.paths)
     endpoint = endpoint_for(api, args.policy)
     ids, skipped = [], []
-    for path in files:
+    for number, path in enumerate(files, 1):
+        # Each new problem is run once in the studio's sandbox before it is stored: say so, file by file.
+        print(f"[{number}/{len(files)}] {path.name}: checking", file=sys.stderr, flush=True)
         try:
             ids.append(problem_id(api, path))
         except CliError as exc:
@@ -131,13 +133,25 @@ def wait_for(api: Api, batch_id: int, poll: float) -> None:
     from tqdm import tqdm
 
     batch = api.get(f"batches/{batch_id}/")
+    seen: dict[int, str] = {}
     with tqdm(total=batch["progress"]["total"], desc=f"batch {batch_id}", unit="run", file=sys.stderr) as bar:
         while True:
+            for run in batch.get("runs", []):
+                state = stage_line(run)
+                if seen.get(run["run"]) != state:  # a line per change: from the first poll, not only at the end
+                    seen[run["run"]] = state
+                    bar.write(f"{run.get('problem_name', run['problem'])} (run {run['run']}): {state}", file=sys.stderr)
             bar.update(batch["progress"]["done"] - bar.n)
             if batch["status"] != "running":
                 return
             time.sleep(poll)
             batch = api.get(f"batches/{batch_id}/")
+
+
+def stage_line(run: dict[str, Any]) -> str:
+    if run.get("status") in ("queued", "running"):
+        return f"{run['status']} · stage {run.get('stage', '?')} · {run.get('candidates', 0)} candidates"
+    return f"{run.get('status', '?')} · {run.get('candidates', 0)} candidates"
 
 
 def show_report(api: Api, batch_id: int, wait: bool, csv_path: Path | None, poll: float) -> int:

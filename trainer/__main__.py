@@ -83,7 +83,7 @@ def _run(config_path: Path, data_dir: Path, out_dir: Path) -> int:
 
 
 def _problems(out_file: Path, files: list[Path], device: str) -> int:
-    from agent.validation import validate_problem
+    from agent.engine import validate_problem
 
     lines = []
     for path in files:

@@ -55,7 +55,8 @@ class DataConfig:
 @dataclass
 class RewardConfig:
     trials: int = _help("Correctness trials on fresh inputs per evaluated candidate (the engine's EvalConfig.trials).", 2)
-    iterations: int = _help("Timed iterations per function when timing a candidate and its baselines (>= 5).", 50)
+    min_rounds: int = _help("Rounds of interleaved timed batches (candidate, eager, torch.compile) per evaluation, at least "
+                            "(the engine's EvalConfig.min_rounds; more follow while the speedup's interval is wide).", 5)
     compile_baseline: bool = _help(
         "Also time torch.compile of the reference, so the top milestone (beating torch.compile by the margin) "
         "can be earned; the compiled baseline is cached per problem.", True)
@@ -68,8 +69,8 @@ class RewardConfig:
     def __post_init__(self) -> None:
         if self.trials < 1:
             raise ConfigError("reward.trials must be at least 1")
-        if self.iterations < 5:
-            raise ConfigError("reward.iterations must be at least 5 (the engine's minimum for a timing)")
+        if self.min_rounds < 1:
+            raise ConfigError("reward.min_rounds must be at least 1")
         if self.candidate_seconds <= 0 or self.build_seconds <= 0:
             raise ConfigError("reward.candidate_seconds and reward.build_seconds must be positive numbers of seconds")
 

@@ -2,7 +2,7 @@
 
 - problems (`problems.jsonl`, one {"name", "source", "device"} object a line) become prompts for the GRPO
   stages, with the columns the reward needs (the problem's source and device);
-- trajectories (a dataset directory `agent.export` saved) become rejection fine-tuning conversations, after
+- trajectories (a dataset directory `agent.export.dataset` saved) become rejection fine-tuning conversations, after
   filters that say how many rows each dropped, and (conversation, outcome) pairs for the critic.
 
 A DATA_DIR holds `trajectories/` and/or `problems.jsonl`; load_inputs() reads whichever are there.
@@ -17,9 +17,9 @@ from typing import Any
 
 from datasets import Dataset, load_from_disk
 
-from agent import loop
-from agent.tools import TOOL_NAMES
-from agent.validation import validate_problem
+from agent.loop import runner as loop
+from agent.loop import TOOL_NAMES
+from agent.engine import validate_problem
 from trainer.config import DataConfig
 from trainer.prompts import single_turn_messages
 
@@ -67,7 +67,7 @@ def load_inputs(data_dir: Path | str) -> Inputs:
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise DataError(f"no data directory at {data_dir}; pass a directory holding {TRAJECTORIES_DIR}/ "
-                        f"(agent.export's save_to_disk) and/or {PROBLEMS_FILE}")
+                        f"(agent.export.dataset's save_to_disk) and/or {PROBLEMS_FILE}")
     problems_path, trajectories_path = data_dir / PROBLEMS_FILE, data_dir / TRAJECTORIES_DIR
     inputs = Inputs(problems=read_problems(problems_path) if problems_path.exists() else None,
                     trajectories=read_trajectories(trajectories_path) if trajectories_path.exists() else None)
@@ -107,13 +107,13 @@ def read_trajectories(path: Path) -> Dataset:
     try:
         dataset = load_from_disk(str(path))
     except (FileNotFoundError, ValueError) as exc:
-        raise DataError(f"{path} is not a dataset directory (write it with agent.export.save or "
+        raise DataError(f"{path} is not a dataset directory (write it with agent.export.dataset.save or "
                         f"manage.py export_trajectories): {exc}") from None
     if not isinstance(dataset, Dataset):
-        raise DataError(f"{path} holds a DatasetDict; save one split (agent.export.save writes a Dataset)")
+        raise DataError(f"{path} holds a DatasetDict; save one split (agent.export.dataset.save writes a Dataset)")
     missing = {"messages", "tools", "final_reward", "best_speedup_vs_eager", "turns"} - set(dataset.column_names)
     if missing:
-        raise DataError(f"{path} lacks the columns {sorted(missing)}; export it with agent.export")
+        raise DataError(f"{path} lacks the columns {sorted(missing)}; export it with agent.export.dataset")
     return dataset
 
 

@@ -6,7 +6,7 @@ agent's own tool schemas, so the model sees the tools it will have at inference)
 makes, appends the results to the conversation with their tokens masked out of the loss, and asks
 get_reward() once the rollout ends.
 
-Every call goes through the agent's real Toolbox and loop state machine (agent.loop.act), on the real
+Every call goes through the agent's real Toolbox and loop state machine (agent.loop.runner.act), on the real
 evaluation engine in its sandbox: the same observations, best/latest bookkeeping, submit rules and reward as a
 studio run. Each tool call counts as one turn of the agent's budget.
 """
@@ -20,11 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent import loop
+from agent.loop import runner as loop
 from agent.loop import AgentState, Budgets, TurnRecord
-from agent.policies.base import ToolCall
-from agent.tools import Toolbox, tool_schemas
-from agent.trajectory import final_reward
+from agent.loop import ToolCall
+from agent.loop import Toolbox, tool_schemas
+from agent.loop import final_reward
 
 # How much of a call's arguments and result the tool log keeps.
 _LOG_CHARS = 600

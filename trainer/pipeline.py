@@ -105,7 +105,7 @@ def _check_inputs(config: PipelineConfig, inputs: Inputs, data_dir: Path) -> tup
                         f'{{"name", "source", "device"}} object a line; python -m trainer problems writes one)')
     if wanted & {"rft", "critic"} and inputs.trajectories is None:
         raise DataError(f"stages rft and critic need trajectories: save the exported runs to "
-                        f"{data_dir / data_module.TRAJECTORIES_DIR} (agent.export.save, manage.py export_trajectories)")
+                        f"{data_dir / data_module.TRAJECTORIES_DIR} (agent.export.dataset.save, manage.py export_trajectories)")
     if "rft" not in wanted:
         return None
     assert inputs.trajectories is not None

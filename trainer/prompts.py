@@ -1,5 +1,5 @@
 """The single-turn task (stage (a)): one problem, one answer holding a whole candidate module, no tools.
-The multi-turn stage uses the agent's own prompt instead (agent.loop.start), so it trains on what the agent
+The multi-turn stage uses the agent's own prompt instead (agent.loop.runner.start), so it trains on what the agent
 sees at inference."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Rewards from the evaluation engine (DESIGN §5, §8): a candidate the policy wrote is built, checked and timed
-in the sandbox by agent.evaluate, exactly as the agent's write_candidate tool does, and its verdict becomes the
-agent's correctness-gated reward (agent.loop.reward, as CUDA Agent): -1 when not accepted (or when the answer
+in the sandbox by agent.engine.evaluate, exactly as the agent's write_candidate tool does, and its verdict becomes the
+agent's correctness-gated reward (agent.loop.runner.reward, as CUDA Agent): -1 when not accepted (or when the answer
 holds no candidate at all), 1 when accepted, 2 when it also beats eager by the margin, 3 when it beats eager
 and torch.compile by the margin.
 
@@ -14,11 +14,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agent.evaluate import EvalConfig, Evaluator, ProblemError
+from agent.engine import EvalConfig, Evaluator, ProblemError
 from agent.loop import reward as milestone_reward
-from agent.sandbox import Limits
-from agent.tools import Toolbox, verdict_summary
-from agent.verdict import Verdict
+from agent.engine import Limits
+from agent.loop import Toolbox, verdict_summary
+from agent.engine import Verdict
 from trainer.config import RewardConfig
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,8 @@ def extract_candidate(text: str) -> str | None:
 
 
 def eval_config(config: RewardConfig, device: str) -> EvalConfig:
-    return EvalConfig(device=device, trials=config.trials, iterations=config.iterations,
+    return EvalConfig(device=device, trials=config.trials, min_rounds=config.min_rounds,
+                      max_rounds=max(config.min_rounds, 15),
                       compile_baseline=config.compile_baseline, build_seconds=config.build_seconds,
                       limits=Limits(wall_seconds=config.candidate_seconds))
 

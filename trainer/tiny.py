@@ -65,7 +65,7 @@ def agent_corpus() -> str:
     import json
 
     from agent.loop import system_prompt
-    from agent.tools import tool_schemas
+    from agent.loop import tool_schemas
 
     problem = "class Model(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
     return "\n".join([CORPUS, system_prompt(problem, "cpu", []), system_prompt(problem, "cuda", []),

@@ -67,13 +67,14 @@ def candidate_source(plan: Plan, variant: Variant, device: str) -> str:
     else:
         build = (f'_ext = load_inline(name="{name}", cpp_sources=KERNEL, functions=["run"],\n'
                  f'                   extra_cflags=["-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math"])')
-    return _MODULE.format(variant=variant.label, kernel=kernel, build=build, init=_init(plan), forward=_forward(plan, device))
+    return MODULE.format(variant=variant.label, kernel=kernel, build=build, init=state_init(plan.state),
+                         forward=_forward(plan, device))
 
 
 # Static shared memory a block may use (48 KiB) less the reduction scratch: the row cache's limit.
 _ROW_CACHE_BYTES = 48 * 1024 - 32 * 4
 
-_MODULE = '''"""Written by Kernel Studio's built-in policy ({variant})."""
+MODULE = '''"""Written by Kernel Studio's built-in policy ({variant})."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -86,7 +87,7 @@ KERNEL = r"""
 {build}
 
 
-def _place(root, key, shape, parameter):
+def _place(root, key, shape, dtype, parameter):
     *path, leaf = key.split(".")
     module = root
     for part in path:
@@ -94,9 +95,9 @@ def _place(root, key, shape, parameter):
             module.add_module(part, nn.Module())
         module = getattr(module, part)
     if parameter:
-        module.register_parameter(leaf, nn.Parameter(torch.zeros(shape)))
+        module.register_parameter(leaf, nn.Parameter(torch.zeros(shape, dtype=dtype)))
     else:
-        module.register_buffer(leaf, torch.zeros(shape))
+        module.register_buffer(leaf, torch.zeros(shape, dtype=dtype))
 
 
 class ModelNew(nn.Module):
@@ -109,14 +110,20 @@ class ModelNew(nn.Module):
 '''
 
 
-def _init(plan: Plan) -> str:
-    lines = [f"        _place(self, {s['name']!r}, {tuple(s['shape'])!r}, {s['parameter']!r})" for s in plan.state]
+def state_init(state: list[dict[str, Any]]) -> str:
+    """ModelNew.__init__'s lines: the problem's parameters and buffers, same names, shapes and dtypes."""
+    lines = [f"        _place(self, {s['name']!r}, {tuple(s['shape'])!r}, torch.{s.get('dtype', 'float32')}, {s['parameter']!r})"
+             for s in state]
     return "\n".join(lines) or "        pass"
 
 
-def _tensor_expr(plan: Plan, base: str) -> str:
+def tensor_expr(plan: Any, base: str) -> str:
+    """The Python expression of a whole tensor in forward: "anchor", "tmp:<k>" (a whole-graph plan's
+    buffer), "state:<key>" or "input:<i>"."""
     if base == "anchor":
         return "anchor"
+    if base.startswith("tmp:"):
+        return f"t{base[4:]}"
     if base.startswith("state:"):
         key = base[6:]
         parameter = next(s["parameter"] for s in plan.state if s["name"] == key)
@@ -129,7 +136,7 @@ def _forward(plan: Plan, device: str) -> str:
     lines = [f"    def forward(self, {args}):"]
     if plan.anchor is not None:
         a = plan.anchor
-        tensors = [_tensor_expr(plan, x.source) if isinstance(x, Leaf) else repr(x) for x in a.args]
+        tensors = [tensor_expr(plan, x.source) if isinstance(x, Leaf) else repr(x) for x in a.args]
         if a.kind == "linear":
             call = f"F.linear({', '.join(tensors[:3])})"
         elif a.kind == "matmul":
@@ -138,7 +145,7 @@ def _forward(plan: Plan, device: str) -> str:
             x, w, b, stride, padding, dilation, groups = (tensors + [None] * 7)[:7]
             call = f"F.conv2d({x}, {w}, {b}, {stride}, {padding}, {dilation}, {groups})"
         lines.append(f"        anchor = {call}")
-    tensors = ", ".join(_tensor_expr(plan, b) for b in plan.bases())
+    tensors = ", ".join(tensor_expr(plan, b) for b in plan.bases())
     if device == "cuda":
         # PyTorch's current stream, passed as a handle: the kernel needs no ATen CUDA headers to find it.
         lines.append(f"        return _ext.run([{tensors}], torch.cuda.current_stream().cuda_stream)")

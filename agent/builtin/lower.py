@@ -146,9 +146,27 @@ class Plan:
         return out
 
 
+def decode(a: Any, values: dict[str, Any]) -> Any:
+    """A traced argument with graph nodes replaced by their values; slices, dtypes and other options
+    stay as their JSON for the op that reads them."""
+    if isinstance(a, dict):
+        if "node" in a:
+            return values[a["node"]]
+        if "float" in a:
+            return float(a["float"])
+        return a
+    if isinstance(a, list):
+        return [decode(x, values) for x in a]
+    return a
+
+
 def lower(traced: dict[str, Any]) -> Plan:
     if "error" in traced:
         raise Unsupported(traced["error"])
+    if "nodes" not in traced:
+        raise Unsupported(f"torch.fx cannot trace the model: {traced.get('fx_error', 'scalar inputs')}")
+    if any("scalar" in i for i in traced["inputs"]):
+        raise Unsupported("get_inputs() returns non-tensor values; the single-kernel templates take tensors only")
     return _Lowering(traced).run()
 
 
@@ -232,17 +250,7 @@ class _Lowering:
     # -------------------------------------------------------------------------------- nodes
 
     def _arg(self, a: Any) -> Any:
-        if isinstance(a, dict):
-            if "node" in a:
-                return self.values[a["node"]]
-            if "float" in a:
-                return float(a["float"])
-            if "slice" in a or "ellipsis" in a:
-                return a
-            raise Unsupported(f"an argument the planner cannot read: {a}")
-        if isinstance(a, list):
-            return [self._arg(x) for x in a]
-        return a
+        return decode(a, self.values)
 
     def _node(self, node: dict[str, Any]) -> Any:
         op, target = node["op"], node["target"]

@@ -14,42 +14,40 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Union
 
-from agent.builtin.codegen import Variant, candidate_source, variants
+from agent.builtin import codegen, gcodegen
+from agent.builtin.codegen import Variant
+from agent.builtin.graph import GraphPlan, describe_graph, plan_graph
 from agent.builtin.lower import Plan, Unsupported, describe, lower
-from agent.evaluate import ProblemError
-from agent.policies.base import PolicyError, PolicyTurn, ToolCall
+from agent.engine.evaluate import ProblemError
+from agent.loop.policies.base import PolicyError, PolicyTurn, ToolCall
 
 Tracer = Callable[[str], dict[str, Any]]
+AnyPlan = Union[Plan, GraphPlan]
 _STATUS = re.compile(r"^status: (\w+)", re.M)
+_MESSAGE = re.compile(r"^message: (.*)$", re.M)
 _CANDIDATE_MS = re.compile(r"^\s*candidate\s+([0-9.]+)", re.M)
 _SPEEDUP = re.compile(r"^\s*eager\s+[0-9.]+ \[[^\]]*\]\s+speedup ([0-9.]+)x", re.M)
 
 
 class BuiltinPolicy:
     """problem_source: the module being optimized; tracer: runs agent.builtin.trace in a sandbox
-    (Evaluator.trace_problem); device: "cpu" or "cuda"."""
+    (trace.traced on an Evaluator); device: "cpu" or "cuda"."""
 
     def __init__(self, problem_source: str, tracer: Tracer, device: str, chunk_chars: int = 80) -> None:
         self.problem_source, self.tracer, self.device = problem_source, tracer, device
         self.name = "builtin"
         self.chunk_chars = chunk_chars
-        self._plan: Plan | None = None
+        self._plan: AnyPlan | None = None
 
-    def plan(self) -> Plan:
+    def plan(self) -> AnyPlan:
         if self._plan is None:
             try:
                 traced = self.tracer(self.problem_source)
             except ProblemError as exc:
                 raise PolicyError(str(exc)) from None
-            try:
-                self._plan = lower(traced)
-            except Unsupported as exc:
-                raise PolicyError(f"the built-in policy cannot optimize this module: {exc}. It fuses chains of "
-                                  "pointwise ops, one row operation (softmax, log_softmax, layer_norm, rms_norm, "
-                                  "sum, mean, amax over the last dimension) and the pointwise epilogue of one "
-                                  "GEMM or convolution, in float32; use an LLM endpoint for anything else") from None
+            self._plan = make_plan(traced)
         return self._plan
 
     def respond(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
@@ -58,6 +56,11 @@ class BuiltinPolicy:
         options = variants(plan, self.device)
         tried = _tried(messages)
         turn_index = sum(1 for m in messages if m["role"] == "assistant")
+        limit = next((t for t in tried if t["status"] == "capacity"), None)
+        if limit is not None:
+            # The engine's limit: the same for every variant, and no gap in the templates.
+            raise PolicyError("the problem does not fit the device's memory (the evaluation engine's capacity verdict: "
+                              f"{limit['message']}); no kernel can change that, so the built-in policy stops here")
         if len(tried) < len(options):
             variant = options[len(tried)]
             text = self._proposal(plan, variant, tried, len(options))
@@ -78,13 +81,42 @@ class BuiltinPolicy:
                 on_text(text[i:i + self.chunk_chars])
         return PolicyTurn(text, [call], finish_reason="tool_calls")
 
-    def _proposal(self, plan: Plan, variant: Variant, tried: list[dict[str, Any]], total: int) -> str:
+    def close(self) -> None:
+        """Nothing to release: the tracer's sandbox is the caller's."""
+
+    def _proposal(self, plan: AnyPlan, variant: Variant, tried: list[dict[str, Any]], total: int) -> str:
         if not tried:
-            return (f"Analysis: {describe(plan)} The work is memory-bound, so the goal is one pass over memory. "
+            analysis = describe_graph(plan) if isinstance(plan, GraphPlan) else describe(plan)
+            return (f"Analysis: {analysis} The work is memory-bound, so the goal is one pass over memory. "
                     f"Variant 1 of {total}: {variant.label}.")
         last = tried[-1]
         verdict = f"Variant {len(tried)} was {last['status']}" + (f" ({_figures(last)})" if last["ms"] else "")
         return f"{verdict}. Next, variant {len(tried) + 1} of {total}: {variant.label}."
+
+
+def make_plan(traced: dict[str, Any]) -> AnyPlan:
+    """The single fused kernel of lower.py's tuned templates where the module is one region; else the
+    whole graph as a sequence of library calls and generated kernels (graph.py)."""
+    try:
+        return lower(traced)
+    except Unsupported:
+        pass
+    try:
+        return plan_graph(traced)
+    except Unsupported as exc:
+        raise PolicyError(f"the built-in policy cannot optimize this module: {exc}. It plans pointwise chains, "
+                          "reductions, softmax and the norms, pooling, scans and the common losses around "
+                          "GEMM/convolution library calls; use an LLM endpoint for anything else") from None
+
+
+def variants(plan: AnyPlan, device: str) -> list[Variant]:
+    return gcodegen.graph_variants(plan, device) if isinstance(plan, GraphPlan) else codegen.variants(plan, device)
+
+
+def candidate_source(plan: AnyPlan, variant: Variant, device: str) -> str:
+    if isinstance(plan, GraphPlan):
+        return gcodegen.graph_source(plan, variant, device)
+    return codegen.candidate_source(plan, variant, device)
 
 
 def _figures(t: dict[str, Any]) -> str:
@@ -104,6 +136,7 @@ def _tried(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             text = m.get("content") or ""
             status = _STATUS.search(text)
             ms, speedup = _CANDIDATE_MS.search(text), _SPEEDUP.search(text)
-            out.append({"status": status.group(1) if status else "error",
+            message = _MESSAGE.search(text)
+            out.append({"status": status.group(1) if status else "error", "message": message.group(1) if message else "",
                         "ms": float(ms.group(1)) if ms else None, "speedup": float(speedup.group(1)) if speedup else None})
     return out

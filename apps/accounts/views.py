@@ -13,7 +13,7 @@ def signup(request: HttpRequest) -> HttpResponse:
         raise Http404("Self-signup is off; ask an admin for an account.")
     form = UserCreationForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        login(request, form.save())
+        login(request, form.save(), backend="django.contrib.auth.backends.ModelBackend")
         return redirect(settings.LOGIN_REDIRECT_URL)
     return render(request, "registration/signup.html", {"form": form})
 

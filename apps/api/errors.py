@@ -6,17 +6,22 @@ boundary, translated in one place):
 `fields` is empty unless the request had field errors; a rejected upload adds `issues` (line/col)."""
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import ProtectedError
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
-from rest_framework.views import exception_handler
+from rest_framework.views import exception_handler, set_rollback
 
-from apps.problems.services import UploadRejected
+from apps.core.errors import Refused
 
+logger = logging.getLogger("django.request")
+SERVER_ERROR = ("server_error", "The studio failed to answer this request; it is logged. Try again, and tell an admin "
+                                "if it keeps happening.")
 MESSAGES = {
     "not_authenticated": "Send a token: `Authorization: Token <key>` (make one on /accounts/tokens/).",
     "authentication_failed": "The token is not valid; make a new one on /accounts/tokens/.",
@@ -30,8 +35,8 @@ def error(code: str, message: str, fields: dict[str, Any] | None = None, **extra
 
 
 def handle(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, UploadRejected):
-        return Response(error("rejected", exc.message, issues=exc.issue_dicts()), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, Refused):
+        return Response(error(exc.code, exc.message, **exc.details()), status=exc.status)
     if isinstance(exc, ProtectedError):
         used_by = sorted({str(obj._meta.verbose_name) for obj in exc.protected_objects})
         return Response(error("in_use", f"It is still used by {', '.join(used_by)}; delete those first."),
@@ -42,7 +47,12 @@ def handle(exc: Exception, context: dict[str, Any]) -> Response | None:
         exc = exceptions.PermissionDenied()
     response = exception_handler(exc, context)
     if response is None:
-        return None  # our bug: a 500, logged by Django
+        # Our bug: logged with its traceback as Django logs a 500, answered in the API's format (not an HTML page).
+        request = context.get("request")
+        logger.error("Internal Server Error: %s", getattr(request, "path", "?"), exc_info=exc,
+                     extra={"status_code": 500, "request": getattr(request, "_request", None)})
+        set_rollback()
+        return Response(error(*SERVER_ERROR), status=status.HTTP_500_INTERNAL_SERVER_ERROR)
     if isinstance(exc, exceptions.ValidationError):
         fields = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
         summary = "; ".join(f"{name}: {' '.join(map(str, _flat(value)))}" for name, value in fields.items())
@@ -69,3 +79,30 @@ def _flat(value: Any) -> list[Any]:
     if isinstance(value, list):
         return [item for v in value for item in _flat(v)]
     return [value]
+
+
+# Django's error views (studio/urls.py): under /api/ they answer in the API's format too, for what never reached a
+# DRF view (an unknown path, a request Django refused, a failure in middleware).
+
+def _api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if _api(request):
+        return JsonResponse(error("not_found", "There is no such resource; the API's paths are listed at "
+                                               "/api/v1/docs/."), status=404)
+    return defaults.page_not_found(request, exception)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if _api(request):
+        return JsonResponse(error("bad_request", "The request could not be read (a malformed or oversized part, or a "
+                                                 "host name this studio does not serve)."), status=400)
+    return defaults.bad_request(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if _api(request):
+        return JsonResponse(error(*SERVER_ERROR), status=500)
+    return defaults.server_error(request)

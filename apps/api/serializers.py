@@ -6,15 +6,20 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import ProhibitNullCharactersValidator
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
+from agent.described import help_of
+from agent.engine import BACKENDS
+from agent.loop import Budgets
 from apps.batches.models import Batch
-from apps.batches.services import DEVICES, FAST_P, fast_p_key
+from apps.batches.services import DEVICES, FAST_P, fast_p_key, progress, stages
 from apps.endpoints.models import ModelEndpoint
 from apps.kernels.models import Kernel
 from apps.problems.models import Problem
 from apps.runs.models import Run
+from apps.runs.stored_verdict import StoredVerdict
 
 
 class SourceField(serializers.CharField):
@@ -54,10 +59,21 @@ class ProblemCreateSerializer(serializers.Serializer):
 
 
 class BudgetsSerializer(serializers.Serializer):
-    turns = serializers.IntegerField(min_value=1, required=False, help_text="model turns (capped by the studio's maximum)")
-    tokens = serializers.IntegerField(min_value=1, required=False, help_text="prompt + completion tokens over the run")
-    agent_wall_seconds = serializers.IntegerField(min_value=1, required=False, help_text="time in model calls and tools")
-    gpu_seconds = serializers.FloatField(min_value=0.001, required=False, help_text="time on the GPU")
+    """An agent run's budgets: each at most the studio's maximum for it (read when a request comes)."""
+
+    MAXIMA = {"turns": "KSTUDIO_AGENT_MAX_TURNS", "tokens": "KSTUDIO_AGENT_MAX_TOKENS",
+              "agent_wall_seconds": "KSTUDIO_AGENT_WALL_SECONDS", "gpu_seconds": "KSTUDIO_AGENT_MAX_GPU_SECONDS"}
+    FIELDS = {"turns": "max_turns", "tokens": "max_tokens", "agent_wall_seconds": "max_wall_seconds",
+              "gpu_seconds": "max_gpu_seconds"}  # the studio's names for agent.loop.Budgets' fields
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields: dict[str, serializers.Field] = {}
+        for name, setting in self.MAXIMA.items():
+            limit = getattr(settings, setting)
+            kind = serializers.FloatField if name == "gpu_seconds" else serializers.IntegerField
+            fields[name] = kind(min_value=0.001 if name == "gpu_seconds" else 1, max_value=limit, required=False,
+                                help_text=f"{help_of(Budgets, self.FIELDS[name])} At most {limit:g} ({setting}).")
+        return fields
 
 
 class EndpointField(serializers.SlugRelatedField):
@@ -86,11 +102,17 @@ class AgentConfigSerializer(serializers.Serializer):
     shared = serializers.BooleanField(default=False)
 
 
+class ProfileRequestSerializer(serializers.Serializer):
+    """Which candidate of the run to profile."""
+
+    turn = serializers.IntegerField(min_value=0, max_value=1_000_000, help_text="the candidate's turn, as its page and the run's candidates show it")
+
+
 class RunCreateSerializer(AgentConfigSerializer):
     problem = serializers.PrimaryKeyRelatedField(queryset=Problem.objects.none())
     kind = serializers.ChoiceField(choices=Run.Kind.choices)
     source = SourceField(required=False, help_text="evaluate: the candidate (ModelNew) module")
-    backend = serializers.ChoiceField(choices=["", "cpp", "cuda", "nvrtc", "triton"], required=False, default="")
+    backend = serializers.ChoiceField(choices=["", *sorted(BACKENDS)], required=False, default="")
     endpoint = EndpointField(required=False, help_text="agent: an enabled model endpoint's name")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -107,6 +129,46 @@ class RunCreateSerializer(AgentConfigSerializer):
         return data
 
 
+class VariantTimingSerializer(serializers.Serializer):
+    """One of the problem's input variants (get_input_variants), timed on its own shapes."""
+
+    label = serializers.CharField(required=False, help_text="variant1, variant2, ... in the problem's order")
+    candidate_ms = serializers.FloatField(required=False, allow_null=True)
+    eager_ms = serializers.FloatField(required=False, allow_null=True)
+    compile_ms = serializers.FloatField(required=False, allow_null=True)
+    speedup_vs_best = serializers.FloatField(required=False, allow_null=True)
+    speedup_vs_eager = serializers.FloatField(required=False, allow_null=True)
+    speedup_vs_compile = serializers.FloatField(required=False, allow_null=True)
+
+
+class VerdictTimingSerializer(serializers.Serializer):
+    """A verdict's timing (agent/engine/verdict.py Timing; the JSON has more fields than described here, and a verdict stored
+    before a field existed lacks it: none is required)."""
+
+    candidate_ms = serializers.FloatField(required=False)
+    eager_ms = serializers.FloatField(required=False)
+    compile_ms = serializers.FloatField(required=False, allow_null=True)
+    speedup_vs_best = serializers.FloatField(required=False, allow_null=True, help_text="the headline: against the "
+                                             "faster of eager and torch.compile (paired per round)")
+    interval_vs_best = serializers.ListField(required=False, child=serializers.FloatField(), allow_null=True,
+                                             help_text="[low, high]: a >= 90% interval for speedup_vs_best")
+    speedup_vs_eager = serializers.FloatField(required=False)
+    speedup_vs_compile = serializers.FloatField(required=False, allow_null=True)
+    sol_fraction = serializers.FloatField(required=False, allow_null=True, help_text="the kernel's share of the speed "
+                                          "of light: the problem's least time at the device's measured peaks over its time")
+    sol_ms = serializers.FloatField(required=False, allow_null=True)
+    sol_bound = serializers.CharField(required=False, help_text="memory or compute: the roof that sets sol_ms")
+    variants = VariantTimingSerializer(many=True, required=False,
+                                       help_text="each input variant's timing; the headline is the main inputs'")
+
+
+class BestSerializer(serializers.Serializer):
+    turn = serializers.IntegerField(required=False)
+    status = serializers.CharField(required=False, allow_null=True)
+    timing = VerdictTimingSerializer(allow_null=True, required=False)
+    kernel = serializers.IntegerField(required=False, allow_null=True)
+
+
 class RunSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     problem_name = serializers.CharField(source="problem.name", read_only=True)
@@ -118,18 +180,19 @@ class RunSerializer(serializers.ModelSerializer):
                   "last_seq", "best_speedup", "best", "shared", "created_at", "started_at", "finished_at"]
         read_only_fields = fields
 
+    @extend_schema_field(BestSerializer(allow_null=True))
     def get_best(self, run: Run) -> dict[str, Any] | None:
         """The best accepted candidate: its turn, verdict status and timing."""
         best = run.best_candidate
         if best is None:
             return None
-        verdict = best.verdict or {}
+        verdict = StoredVerdict(best.verdict or {})
         # Lists annotate the kernel's id (RunViewSet.get_queryset: one query, not one per run); a single run asks.
         if hasattr(run, "best_kernel_id"):
             kernel = run.best_kernel_id
         else:
             kernel = Kernel.objects.filter(candidate=best).values_list("pk", flat=True).first()
-        return {"turn": best.turn, "status": verdict.get("status"), "timing": verdict.get("timing"), "kernel": kernel}
+        return {"turn": best.turn, "status": verdict.status, "timing": verdict.timing, "kernel": kernel}
 
 
 class EventSerializer(serializers.Serializer):
@@ -167,7 +230,7 @@ class KernelDetailSerializer(KernelSerializer):
 
     class Meta(KernelSerializer.Meta):
         fields = KernelSerializer.Meta.fields + ["produced_by", "source", "toolchain", "verification", "timing",
-                                                 "trajectory"]
+                                                 "measurements", "trajectory"]
         read_only_fields = fields
 
 
@@ -196,6 +259,14 @@ class BatchCreateSerializer(AgentConfigSerializer):
         if request is not None:
             self.fields["problems"].child_relation.queryset = Problem.objects.visible_to(request.user)
 
+    def validate_sources(self, sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        limit = settings.KSTUDIO_BATCH_MAX_SOURCES  # each is checked in the sandbox while the request waits
+        if len(sources) > limit:
+            raise serializers.ValidationError(f"A batch takes at most {limit} new sources, not {len(sources)}; upload "
+                                              "the others as problems first (POST /api/v1/problems/) and list their ids "
+                                              "in `problems`.")
+        return sources
+
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         if not data["problems"] and not data["sources"]:
             raise serializers.ValidationError({"problems": ["List problem ids, or give sources, or both."]})
@@ -210,18 +281,18 @@ class BatchSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Batch
-        # progress first: reading it marks a batch whose runs are all over as finished, before status is read.
         fields = ["id", "name", "owner", "kind", "endpoint", "budgets", "device", "instructions", "progress", "status",
                   "runs", "shared", "created_at", "finished_at"]
         read_only_fields = fields
 
     def get_progress(self, batch: Batch) -> dict[str, Any]:
-        from apps.batches.services import progress
-
         return progress(batch)
 
     def get_runs(self, batch: Batch) -> list[dict[str, Any]]:
-        return [{"problem": problem, "run": run} for problem, run in batch.items.values_list("problem_id", "run_id")]
+        """Each problem's run as it stands (status, stage, candidates so far): what a watcher prints as it changes."""
+        now = stages(batch)
+        return [{"problem": problem, "problem_name": name, **now[position]}
+                for problem, name, position in batch.items.values_list("problem_id", "problem__name", "position")]
 
 
 class ReportRowSerializer(serializers.Serializer):
@@ -232,13 +303,19 @@ class ReportRowSerializer(serializers.Serializer):
     run_status = serializers.CharField()
     verdict = serializers.CharField()
     correct = serializers.BooleanField()
+    speedup_vs_best = serializers.FloatField(allow_null=True, help_text="the headline: against the faster of eager and torch.compile")
     speedup_vs_eager = serializers.FloatField(allow_null=True)
     speedup_vs_compile = serializers.FloatField(allow_null=True)
+    sol_fraction = serializers.FloatField(allow_null=True, help_text="the kernel's share of the device's speed of light "
+                                          "(the problem's bytes and FLOPs at the device's measured peaks)")
     kernel_id = serializers.IntegerField(allow_null=True)
 
 
 FastP = type("FastPSerializer", (serializers.Serializer,),
              {fast_p_key(p): serializers.FloatField(help_text=f"share correct and > {p:g}x eager") for p in FAST_P})
+FastPBest = type("FastPBestSerializer", (serializers.Serializer,),
+                 {fast_p_key(p): serializers.FloatField(help_text=f"share correct and > {p:g}x the faster of eager and "
+                                                                  "torch.compile") for p in FAST_P})
 
 
 class ReportSummarySerializer(serializers.Serializer):
@@ -247,8 +324,11 @@ class ReportSummarySerializer(serializers.Serializer):
     correct = serializers.IntegerField()
     correctness_rate = serializers.FloatField()
     fast_p = FastP()
+    fast_p_vs_best = FastPBest()
+    geomean_speedup_vs_best = serializers.FloatField(allow_null=True)
     geomean_speedup_vs_eager = serializers.FloatField(allow_null=True)
     geomean_speedup_vs_compile = serializers.FloatField(allow_null=True)
+    geomean_sol_fraction = serializers.FloatField(allow_null=True)
 
 
 class ReportSerializer(serializers.Serializer):

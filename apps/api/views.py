@@ -4,10 +4,11 @@ Scoping is OwnedQuerySet's: a user reads what `visible_to` allows (their own, sh
 changes only what `owned_by` allows; anything else is a 404 (reading) or a 403 (changing something visible)."""
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
-from django.db import transaction
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import QuerySet
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
@@ -18,33 +19,43 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
-from agent.validation import ProblemNames
+from agent.engine import ProblemNames
 from apps.api import serializers as s
 from apps.api.renderers import ReportCSVRenderer
 from apps.batches import services as batches
 from apps.batches.models import Batch
+from apps.batches.selectors import visible_batches
 from apps.endpoints.models import ModelEndpoint
 from apps.kernels.models import Kernel
+from apps.kernels.selectors import ORDERINGS, visible_kernels
 from apps.kernels.services import download_name, render_module
 from apps.problems.models import Problem
-from apps.problems.services import create_problem
-from apps.runs.models import Event, Run
-from apps.runs.services import cancel_run, start_evaluation
+from apps.problems.selectors import visible_problems
+from apps.problems.services import create_problem, delete_problem
+from apps.runs.events import event_page
+from apps.runs.models import Run
+from apps.runs.selectors import visible_runs
+from apps.runs.services import cancel_run, candidate_of, start_evaluation, start_profile, start_rebenchmark
 
 ERROR = OpenApiResponse(description='{"error": {"code", "message", "fields"}}')
 EVENT_PAGE = 500
+
+
+# The largest id or count the database holds (a signed 64-bit integer); past it a query would overflow.
+MAX_INT = 2**63 - 1
 
 
 def _int(request: Request, name: str, default: int | None = None, minimum: int = 0) -> int | None:
     value = request.query_params.get(name)
     if value in (None, ""):
         return default
-    try:
-        number = int(value)
-    except ValueError:
-        raise exceptions.ValidationError({name: [f"Must be a whole number, not {value!r}."]}) from None
+    if not re.fullmatch(r"-?[0-9]{1,20}", value):  # ASCII digits: int() also takes " 1", "1_0", other scripts
+        raise exceptions.ValidationError({name: [f"Must be a whole number, not {value[:100]!r}."]})
+    number = int(value)
     if number < minimum:
         raise exceptions.ValidationError({name: [f"Must be at least {minimum}."]})
+    if number > MAX_INT:
+        raise exceptions.ValidationError({name: [f"Must be at most {MAX_INT}."]})
     return number
 
 
@@ -65,9 +76,12 @@ def _float(request: Request, name: str) -> float | None:
     if value in (None, ""):
         return None
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
-        raise exceptions.ValidationError({name: [f"Must be a number, not {value!r}."]}) from None
+        raise exceptions.ValidationError({name: [f"Must be a number, not {value[:100]!r}."]}) from None
+    if not math.isfinite(number):
+        raise exceptions.ValidationError({name: [f"Must be a finite number, not {value[:100]!r}."]})
+    return number
 
 
 class Scoped:
@@ -106,27 +120,17 @@ class ProblemViewSet(mixins.DestroyModelMixin, ScopedViewSet):
     serializer_class = s.ProblemSerializer
 
     def get_queryset(self) -> QuerySet:
-        problems = super().get_queryset().select_related("owner")
-        if _mine(self.request):
-            problems = problems.filter(owner=self.request.user)
-        if source_hash := _text(self.request, "source_hash"):
-            problems = problems.filter(source_hash=source_hash)
-        if name := _text(self.request, "name"):
-            problems = problems.filter(name__icontains=name)
-        return problems
+        return visible_problems(self.request.user, mine=_mine(self.request), source_hash=_text(self.request, "source_hash"),
+                                name=_text(self.request, "name"))
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         data = _valid(s.ProblemCreateSerializer, request)
         names = ProblemNames(data["model_name"], data["get_inputs_name"], data["get_init_inputs_name"])
-        problem = create_problem(request.user, data["name"], data["source"], names, shared=data["shared"])
+        problem = create_problem(request.user, data["name"], data["source"], names=names, shared=data["shared"])
         return Response(s.ProblemSerializer(problem).data, status=status.HTTP_201_CREATED)
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        problem = self.owned_object()
-        with transaction.atomic():
-            # Kernels keep their candidate (PROTECT); the problem's kernels go first, then its runs.
-            problem.kernels.all().delete()
-            problem.delete()
+        delete_problem(self.owned_object())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -142,21 +146,13 @@ class RunViewSet(ScopedViewSet):
     serializer_class = s.RunSerializer
 
     def get_queryset(self) -> QuerySet:
-        runs = super().get_queryset().select_related("owner", "problem", "best_candidate").annotate(
-            best_kernel_id=Subquery(Kernel.objects.filter(candidate=OuterRef("best_candidate")).order_by("pk").values("pk")[:1]))
-        if _mine(self.request):
-            runs = runs.filter(owner=self.request.user)
-        if (problem := _int(self.request, "problem")) is not None:
-            runs = runs.filter(problem_id=problem)
-        for name in ("status", "kind"):
-            if value := _text(self.request, name):
-                runs = runs.filter(**{name: value})
-        return runs
+        return visible_runs(self.request.user, mine=_mine(self.request), problem=_int(self.request, "problem"),
+                            status=_text(self.request, "status"), kind=_text(self.request, "kind"))
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         data = _valid(s.RunCreateSerializer, request)
         if data["kind"] == Run.Kind.EVALUATE:
-            run = start_evaluation(request.user, data["problem"], data["source"], data["backend"] or None,
+            run = start_evaluation(request.user, data["problem"], data["source"], backend=data["backend"] or None,
                                    shared=data["shared"])
         else:
             run = batches.start_configured_run(request.user, data["problem"], _config(data))
@@ -171,6 +167,16 @@ class RunViewSet(ScopedViewSet):
         run.refresh_from_db()
         return Response(s.RunSerializer(run).data)
 
+    @extend_schema(request=s.ProfileRequestSerializer, responses={201: s.RunSerializer, 400: ERROR, 404: ERROR, 429: ERROR})
+    @action(detail=True, methods=["post"])
+    def profile(self, request: Request, pk: str | None = None) -> Response:
+        """Profile one of the run's candidates (any run you can see): a new evaluation run of yours, of its source
+        with the profiler on; its verdict's `profile` holds the table (Nsight Compute or torch.profiler)."""
+        run = self.get_object()
+        turn = _valid(s.ProfileRequestSerializer, request)["turn"]
+        return Response(s.RunSerializer(start_profile(request.user, candidate_of(run, turn))).data,
+                        status=status.HTTP_201_CREATED)
+
     @extend_schema(parameters=[OpenApiParameter("after", int, description="the last seq you have (0: from the start)"),
                                OpenApiParameter("limit", int, description=f"at most this many (≤ {EVENT_PAGE})")],
                    responses={200: s.EventPageSerializer, 404: ERROR})
@@ -179,11 +185,9 @@ class RunViewSet(ScopedViewSet):
         """The run's events after a seq, in order: the same ones the websocket pushes."""
         run = self.get_object()
         after = _int(request, "after", 0)
-        limit = min(_int(request, "limit", EVENT_PAGE, minimum=1), EVENT_PAGE)
-        page = list(Event.objects.filter(run=run, seq__gt=after).order_by("seq")[:limit + 1])
-        events = [e.to_message() for e in page[:limit]]
-        return Response({"run": run.pk, "status": run.status, "events": events,
-                         "next_after": events[-1]["seq"] if events else after, "has_more": len(page) > limit})
+        page = event_page(run.pk, after, min(_int(request, "limit", EVENT_PAGE, minimum=1), EVENT_PAGE))
+        return Response({"run": run.pk, "status": run.status, "events": page.events, "next_after": page.next_after,
+                         "has_more": page.has_more})
 
 
 @extend_schema_view(
@@ -199,30 +203,18 @@ class KernelViewSet(Scoped, viewsets.ReadOnlyModelViewSet):
 
     model = Kernel
     serializer_class = s.KernelSerializer
-    ORDERINGS = {"speedup": "speedup_vs_eager", "-speedup": "-speedup_vs_eager", "created": "created_at",
-                 "-created": "-created_at"}
 
     def get_serializer_class(self) -> type[BaseSerializer]:
         return s.KernelDetailSerializer if self.action == "retrieve" else s.KernelSerializer
 
     def get_queryset(self) -> QuerySet:
-        kernels = super().get_queryset().select_related("owner", "problem", "candidate", "produced_by")
-        if _mine(self.request):
-            kernels = kernels.filter(owner=self.request.user)
-        if (problem := _int(self.request, "problem")) is not None:
-            kernels = kernels.filter(problem_id=problem)
-        for name in ("problem_hash", "device", "backend"):
-            if value := _text(self.request, name):
-                kernels = kernels.filter(**{name: value})
-        if (minimum := _float(self.request, "min_speedup")) is not None:
-            kernels = kernels.filter(speedup_vs_eager__gte=minimum)
-        if hardware := _text(self.request, "hardware"):
-            kernels = kernels.filter(hardware__icontains=hardware)
-        if ordering := _text(self.request, "ordering"):
-            if ordering not in self.ORDERINGS:
-                raise exceptions.ValidationError({"ordering": [f"Choose one of {', '.join(self.ORDERINGS)}."]})
-            kernels = kernels.order_by(self.ORDERINGS[ordering], "-pk")
-        return kernels
+        r = self.request
+        filters = {"mine": _mine(r), "problem": _int(r, "problem"), "problem_hash": _text(r, "problem_hash"),
+                   "device": _text(r, "device"), "backend": _text(r, "backend"), "min_speedup": _float(r, "min_speedup"),
+                   "hardware": _text(r, "hardware"), "ordering": _text(r, "ordering")}
+        if filters["ordering"] and filters["ordering"] not in ORDERINGS:
+            raise exceptions.ValidationError({"ordering": [f"Choose one of {', '.join(ORDERINGS)}."]})
+        return visible_kernels(r.user, **filters)
 
     @extend_schema(responses={(200, "text/x-python"): OpenApiTypes.STR, 404: ERROR})
     @action(detail=True, methods=["get"])
@@ -232,6 +224,14 @@ class KernelViewSet(Scoped, viewsets.ReadOnlyModelViewSet):
         response = HttpResponse(render_module(kernel), content_type="text/x-python; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{download_name(kernel)}"'
         return response
+
+    @extend_schema(request=None, responses={201: s.RunSerializer, 400: ERROR, 403: ERROR, 404: ERROR, 429: ERROR})
+    @action(detail=True, methods=["post"])
+    def rebenchmark(self, request: Request, pk: str | None = None) -> Response:
+        """Measure the kernel again (its owner only): a new evaluation run of its source, whose timing joins the
+        kernel's `measurements` whatever it shows."""
+        run = start_rebenchmark(request.user, self.owned_object())
+        return Response(s.RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
 class EndpointViewSet(viewsets.ReadOnlyModelViewSet):
@@ -252,17 +252,11 @@ class BatchViewSet(ScopedViewSet):
     serializer_class = s.BatchSerializer
 
     def get_queryset(self) -> QuerySet:
-        found = super().get_queryset().select_related("owner", "endpoint")
-        if _mine(self.request):
-            found = found.filter(owner=self.request.user)
-        return found
+        return visible_batches(self.request.user, mine=_mine(self.request))
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         data = _valid(s.BatchCreateSerializer, request)
-        config = _config(data)
-        with transaction.atomic():  # a source that fails its check creates nothing
-            made = [create_problem(request.user, item["name"], item["source"]) for item in data["sources"]]
-            batch = batches.start_batch(request.user, [*data["problems"], *made], config, name=data["name"])
+        batch = batches.create_batch(request.user, data["problems"], data["sources"], _config(data), name=data["name"])
         return Response(s.BatchSerializer(batch).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: s.BatchSerializer, 403: ERROR, 404: ERROR})

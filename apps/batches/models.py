@@ -1,13 +1,13 @@
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
+from django.urls import reverse
 
-from apps.accounts.privacy import OwnedQuerySet
+from apps.accounts.privacy import Owned
 from studio.storable import StorableJSONEncoder
 
 
-class Batch(models.Model):
+class Batch(Owned):
     """Many problems under one configuration (the agent's model, budgets, device): one run per problem,
     summed up as a paper's results table (apps/batches/services.report)."""
 
@@ -19,7 +19,6 @@ class Batch(models.Model):
         FINISHED = "finished"  # every run is over
         CANCELLED = "cancelled"
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="batches")
     name = models.CharField(max_length=200, blank=True, default="")
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.AGENT)
     endpoint = models.ForeignKey("endpoints.ModelEndpoint", on_delete=models.PROTECT, related_name="batches")
@@ -28,11 +27,7 @@ class Batch(models.Model):
     device = models.CharField(max_length=20)
     instructions = models.TextField(blank=True, default="")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING, db_index=True)
-    shared = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-
-    objects = OwnedQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -40,6 +35,9 @@ class Batch(models.Model):
 
     def __str__(self) -> str:
         return self.name or f"batch {self.pk}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("batches:detail", args=[self.pk])
 
 
 class BatchItem(models.Model):

@@ -4,16 +4,15 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from apps.accounts.privacy import OwnedQuerySet
+from apps.accounts.privacy import Owned
 from studio.storable import StorableJSONEncoder
 
 
-class Kernel(models.Model):
+class Kernel(Owned):
     """An accepted candidate with its provenance: what it solves, who and what made it, the evidence."""
 
     candidate = models.OneToOneField("runs.Candidate", on_delete=models.PROTECT, related_name="kernel")
-    problem = models.ForeignKey("problems.Problem", on_delete=models.CASCADE, related_name="kernels")
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="kernels")
+    problem = models.ForeignKey("problems.Problem", on_delete=models.RESTRICT, related_name="kernels")  # as Run.problem
     name = models.CharField(max_length=200)
     source = models.TextField()
     source_hash = models.CharField(max_length=64, db_index=True)
@@ -31,11 +30,11 @@ class Kernel(models.Model):
     timing = models.JSONField(encoder=StorableJSONEncoder, default=dict)
     speedup_vs_eager = models.FloatField(null=True, blank=True)
     speedup_vs_compile = models.FloatField(null=True, blank=True)
-    shared = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
+    speedup_best_of = models.FloatField(null=True, blank=True, db_index=True,
+                                        help_text="vs the faster of eager and torch.compile (eager when compile was not timed)")
+    measurements = models.JSONField(encoder=StorableJSONEncoder, default=list, blank=True,
+                                    help_text="every timing of this source on this hardware, oldest first")
     verified_at = models.DateTimeField()
-
-    objects = OwnedQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

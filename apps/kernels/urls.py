@@ -10,4 +10,5 @@ urlpatterns = [
     path("<int:pk>/diff/", views.kernel_diff, name="diff"),
     path("<int:pk>/download/", views.kernel_download, name="download"),
     path("<int:pk>/package/", views.kernel_package, name="package"),
+    path("<int:pk>/rebenchmark/", views.kernel_rebenchmark, name="rebenchmark"),
 ]

@@ -1,12 +1,19 @@
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
+from agent.knowledge import best_of_speedup
+from apps.core.errors import Refused, shows_refusals
 from apps.kernels.models import Kernel
-from apps.kernels.services import download_name, hardware_label, leaderboard, render_module, render_package
+from apps.kernels.services import download_name, hardware_label, is_noisy, leaderboard, render_module, render_package
 from apps.problems.models import Problem
 from apps.runs import presentation
 from apps.runs.models import Run
+from apps.runs.services import start_rebenchmark
+from apps.runs.stored_verdict import StoredVerdict
 
 
 @login_required
@@ -22,21 +29,53 @@ def kernel_list(request: HttpRequest) -> HttpResponse:
 @login_required
 def problem_leaderboard(request: HttpRequest, problem_pk: int) -> HttpResponse:
     problem = get_object_or_404(Problem.objects.visible_to(request.user), pk=problem_pk)
-    kernels = Kernel.objects.visible_to(request.user).filter(problem=problem).select_related("owner", "produced_by")
+    kernels = list(Kernel.objects.visible_to(request.user).filter(problem=problem).select_related("owner", "produced_by"))
+    for k in kernels:
+        k.noisy = is_noisy(k)
     return render(request, "kernels/leaderboard.html", {"problem": problem, "groups": leaderboard(kernels)})
 
 
 @login_required
 def kernel_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """The provenance page: who and what produced it, the trajectory, toolchain, hardware, the evidence."""
+    return _detail_page(request, pk)
+
+
+def _detail_page(request: HttpRequest, pk: int, status: int = 200, **extra: Any) -> HttpResponse:
     kernel = get_object_or_404(Kernel.objects.visible_to(request.user).select_related("problem", "owner", "candidate__run"), pk=pk)
-    verdict = {**(kernel.candidate.verdict or {}), **kernel.verification, "timing": kernel.timing or None,
-               "hardware": kernel.hardware}
+    # The evidence as the library kept it, over the candidate's whole verdict (its profile, stdout, ...).
+    verdict = StoredVerdict({**(kernel.candidate.verdict or {}), **kernel.verification, "timing": kernel.timing or None,
+                             "hardware": kernel.hardware})
     return render(request, "kernels/detail.html", {
         "kernel": kernel, "run_visible": Run.objects.visible_to(request.user).filter(pk=kernel.candidate.run_id).exists(),
-        "panel": presentation.verdict_panel(verdict), "profile": presentation.profile_panel((kernel.candidate.verdict or {}).get("profile")),
+        "panel": presentation.verdict_panel(verdict), "profile": presentation.profile_panel(verdict.profile),
         "roofline": presentation.roofline(kernel.problem.validation, verdict), "hardware_label": hardware_label(kernel),
-        "conversation": [e for e in kernel.trajectory if e.get("kind") in ("assistant", "tool_result", "verification", "timing", "build")]})
+        "measurements": _measurement_rows(kernel), "can_rebenchmark": kernel.owner_id == request.user.pk,
+        "conversation": [e for e in kernel.trajectory if e.get("kind") in ("assistant", "tool_result", "verification", "timing", "build")],
+        **extra}, status=status)
+
+
+def _measurement_rows(kernel: Kernel) -> list[dict[str, Any]]:
+    """Every measurement of the kernel, oldest first, with its best-of speedup (what the leaderboard ranks by)."""
+    rows = []
+    for number, m in enumerate(kernel.measurements, 1):
+        timing = m.get("timing") or {}
+        rows.append({**m, "number": number, "timing": timing, "when": str(m.get("at") or "")[:16].replace("T", " "),
+                     "best_of": best_of_speedup(timing.get("speedup_vs_eager"), timing.get("speedup_vs_compile"))})
+    return rows
+
+
+def _rebenchmark_refused(request: HttpRequest, refusal: Refused, pk: int) -> HttpResponse:
+    return _detail_page(request, pk, refusal.status, rebenchmark_error=refusal.message)
+
+
+@login_required
+@require_POST
+@shows_refusals(_rebenchmark_refused)
+def kernel_rebenchmark(request: HttpRequest, pk: int) -> HttpResponse:
+    """Measure the kernel again (its owner's action): a new evaluation run, whose timing joins its measurements."""
+    kernel = get_object_or_404(Kernel.objects.visible_to(request.user).select_related("problem"), pk=pk)
+    return redirect(start_rebenchmark(request.user, kernel))
 
 
 @login_required

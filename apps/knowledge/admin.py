@@ -10,4 +10,4 @@ class EntryAdmin(admin.ModelAdmin):
     search_fields = ("title", "body", "ops", "problem_hash", "owner__username")
     list_select_related = ("owner",)
     raw_id_fields = ("owner", "run")
-    readonly_fields = ("ops", "created_at", "updated_at")
+    readonly_fields = ("ops", "embedding_model", "created_at", "updated_at")

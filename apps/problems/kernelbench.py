@@ -2,13 +2,15 @@
 KernelBench/level{N}/*.py files are already in our problem format."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.contrib.auth.models import AbstractBaseUser
 
 from apps.problems.models import Origin, Problem
-from apps.problems.services import UploadRejected, create_problem, sha256
+from apps.core.errors import Refused
+from apps.problems.services import create_problem, sha256
 
 
 @dataclass
@@ -30,28 +32,44 @@ def level_dirs(root: Path, level: int | None = None) -> list[Path]:
     raise ValueError(f"{root} is not a KernelBench checkout: no KernelBench/level1 (or level1) folder in it.")
 
 
+def kernelbench_files(root: Path, level: int | None = None, limit: int | None = None) -> list[Path]:
+    """The problem files of a checkout, level by level, in KernelBench's numbering."""
+    return [f for d in level_dirs(root, level) for f in sorted(d.glob("*.py"), key=_numbered)][:limit]
+
+
 def import_levels(owner: AbstractBaseUser, root: Path, level: int | None = None, shared: bool = False,
-                  limit: int | None = None) -> Imported:
+                  limit: int | None = None, *, in_process: bool = False,
+                  progress: Callable[[str, str, str], None] | None = None) -> Imported:
+    """Import each file like an upload. `progress(name, outcome, why)` hears of each file as it is done
+    (outcome: created, existing or skipped); `in_process` as in services.check_in_sandbox."""
     done = Imported()
-    files = [f for d in level_dirs(root, level) for f in sorted(d.glob("*.py"), key=_numbered)]
-    for path in files[:limit]:
+    for path in kernelbench_files(root, level, limit):
         name = f"{path.parent.name}/{path.name}"
-        try:
-            source = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError) as exc:
-            done.skipped.append((name, f"unreadable: {exc}"))
-            continue
-        if Problem.objects.filter(owner=owner, source_hash=sha256(source)).exists():
-            done.existing.append(name)
-            continue
-        try:
-            create_problem(owner, name, source, shared=shared, origin=Origin.KERNELBENCH)
-        except UploadRejected as exc:
-            detail = "; ".join(f"line {i.line}: {i.message}" for i in exc.issues) or exc.message
-            done.skipped.append((name, detail.splitlines()[0][:300]))
-        else:
+        outcome, why = _import_one(owner, path, name, shared, in_process)
+        if outcome == "created":
             done.created.append(name)
+        elif outcome == "existing":
+            done.existing.append(name)
+        else:
+            done.skipped.append((name, why))
+        if progress is not None:
+            progress(name, outcome, why)
     return done
+
+
+def _import_one(owner: AbstractBaseUser, path: Path, name: str, shared: bool, in_process: bool) -> tuple[str, str]:
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError) as exc:
+        return "skipped", f"unreadable: {exc}"
+    if Problem.objects.filter(owner=owner, source_hash=sha256(source)).exists():
+        return "existing", ""
+    try:
+        create_problem(owner, name, source, shared=shared, origin=Origin.KERNELBENCH, in_process=in_process)
+    except Refused as exc:
+        detail = "; ".join(f"line {i.line}: {i.message}" for i in exc.issues) or exc.message
+        return "skipped", detail.splitlines()[0][:300]
+    return "created", ""
 
 
 def _numbered(path: Path) -> tuple[int, str]:

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from apps.accounts.privacy import OwnedQuerySet
+from agent.engine import ProblemNames
+from apps.accounts.privacy import Owned
 
 
 class Origin(models.TextChoices):
@@ -13,10 +13,9 @@ class Origin(models.TextChoices):
     SYNTHETIC = "synthetic", "synthesized"  # composed from seed ops by trainer.synthesis
 
 
-class Problem(models.Model):
+class Problem(Owned):
     """An uploaded module in KernelBench's format. Untrusted: the web process only parses it."""
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="problems")
     name = models.CharField(max_length=200)
     source = models.TextField()
     source_hash = models.CharField(max_length=64, db_index=True, help_text="sha256 of the UTF-8 source")
@@ -24,15 +23,11 @@ class Problem(models.Model):
     model_name = models.CharField(max_length=100, default="Model")
     get_inputs_name = models.CharField(max_length=100, default="get_inputs")
     get_init_inputs_name = models.CharField(max_length=100, default="get_init_inputs")
-    validation = models.JSONField(default=dict, help_text="agent.validation's report (AST only)")
+    validation = models.JSONField(default=dict, help_text="agent.engine.validation's report (AST only)")
     # Set when a run found the module failing in the sandbox (import crash, hang): shown on its page.
     runtime_error = models.TextField(blank=True, default="")
-    shared = models.BooleanField(default=False)
     origin = models.CharField(max_length=16, choices=Origin.choices, default=Origin.UPLOADED, db_index=True,
                               help_text="how the problem came in: a user's upload, a KernelBench import, or synthesis")
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    objects = OwnedQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -42,3 +37,7 @@ class Problem(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("problems:detail", args=[self.pk])
+
+    @property
+    def names(self) -> ProblemNames:
+        return ProblemNames(self.model_name, self.get_inputs_name, self.get_init_inputs_name)

@@ -2,7 +2,7 @@
 
 Their code comes from our own seed-op catalogue and every one was already imported and run (eager,
 torch.compile) in the pipeline's worker process, so they skip an upload's sandbox check; the static check
-(agent.validation) still runs, and a problem the owner already has (same source hash) is left alone.
+(agent.engine.validation) still runs, and a problem the owner already has (same source hash) is left alone.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from agent import validation
+from agent.engine import validation
 from apps.problems.models import Origin, Problem
 from apps.problems.services import sha256
 from trainer.synthesis.config import SynthesisConfig
@@ -27,7 +27,7 @@ EXAMPLES = Path(settings.BASE_DIR) / "examples"
 class Stored:
     created: list[Problem] = field(default_factory=list)
     existing: list[str] = field(default_factory=list)  # the owner already had this exact source
-    invalid: list[tuple[str, str]] = field(default_factory=list)  # (name, why agent.validation refused it)
+    invalid: list[tuple[str, str]] = field(default_factory=list)  # (name, why agent.engine.validation refused it)
 
 
 def store_synthesized(owner: AbstractBaseUser, problems: Iterable[SynthesizedProblem], shared: bool = False) -> Stored:

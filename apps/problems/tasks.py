@@ -7,6 +7,9 @@ from typing import Any
 
 from celery import shared_task
 
+from agent.engine import ProblemNames
+from apps.runs import engine
+
 log = logging.getLogger(__name__)
 
 
@@ -14,11 +17,11 @@ log = logging.getLogger(__name__)
 def check_problem(source: str, names: list[str], seconds: float) -> dict[str, Any]:
     """Import and run the problem once in this worker's sandbox: {"ok": True, "header": ...} with what the
     run learnt, or {"ok": False, "error": ...} saying why the problem is refused. Never raises for a bad problem."""
-    from agent.evaluate import ProblemError, ProblemNames
-    from apps.runs.steps import evaluator
+    # The engine imports torch: only a worker that runs this task loads it, never the web process that queues it.
+    from agent.engine import ProblemError
 
     try:
-        header = evaluator().check_problem(source, ProblemNames(*names), seconds=seconds)
+        header = engine.evaluator().check_problem(source, ProblemNames(*names), seconds=seconds)
     except ProblemError as exc:
         return {"ok": False, "error": str(exc)}
     except Exception as exc:  # our bug or a broken sandbox: say so rather than blame the module

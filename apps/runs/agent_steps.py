@@ -15,15 +15,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.conf import settings
-from django.utils import timezone
 
-from agent import loop
-from agent.evaluate import ProblemError
-from agent.policies.base import PolicyError
+from agent.builtin.trace import trace_graph
+from agent.engine import ProblemError
+from agent.loop import DEFAULT_INSTRUCTION, PolicyError, Toolbox
+from agent.loop import runner as loop
+from apps.endpoints import policies
+from apps.knowledge.services import opening_note, search_function
+from apps.problems.services import sha256
+from apps.runs import engine
+from apps.runs.events import append_event, phase_watcher
 from apps.runs.models import Candidate, Run
-from apps.runs.services import append_event
-from apps.runs.steps import emit_verdict, eval_config, evaluator, save_kernel
+from apps.runs.stored_verdict import StoredVerdict
+from apps.runs.verdicts import emit_verdict, fail, finish_agent_run
 from studio.storable import storable_text
 
 # Tokens are pushed in batches: often enough to read as a stream, rarely enough not to flood the
@@ -64,22 +68,18 @@ def budgets_of(run: Run) -> loop.Budgets:
 
 
 def _knowledge_note(run: Run) -> str:
-    from apps.knowledge.services import opening_note
-
     return opening_note(run.owner, run.problem.source, device=run.config.get("device"))
 
 
 # ---------------------------------------------------------------------------------------- think
 
 def work_think(run: Run, _candidate: Candidate | None) -> dict[str, Any]:
-    from apps.endpoints.policies import policy_for
-
     result: dict[str, Any] = {}
     if run.agent_state is None:
         note = _knowledge_note(run)
         instructions = run.config.get("instructions") or ""
         user_message = "\n\n".join(part for part in (
-            instructions or "Write a faster ModelNew for the problem above. Start with a correct kernel, then make it fast.",
+            instructions or DEFAULT_INSTRUCTION,
             f"Notes from earlier runs on similar problems (measured; use what applies):\n{note}" if note else "") if part)
         try:
             state = loop.start(run.problem.source, instructions=user_message, device=run.config.get("device", "cpu"))
@@ -93,7 +93,7 @@ def work_think(run: Run, _candidate: Candidate | None) -> dict[str, Any]:
         policy = None
         if run.endpoint is not None:
             # The built-in policy traces the problem in this worker's sandbox (CPU, meta tensors).
-            policy = policy_for(run.endpoint, run.problem.source, lambda source: evaluator().trace_problem(source),
+            policy = policies.policy_for(run.endpoint, run.problem.source, lambda source: trace_graph(engine.evaluator(), source),
                                 device=run.config.get("device", "cpu"))
         if policy is None:
             raise PolicyError("the run has no model endpoint (it was deleted?); start a new run with another model")
@@ -106,15 +106,11 @@ def work_think(run: Run, _candidate: Candidate | None) -> dict[str, Any]:
         loop.think(state, policy, budgets, on_text=batcher.feed)
     finally:
         batcher.flush()
-        close = getattr(policy, "close", None)
-        if close is not None:
-            close()
+        policy.close()
     return {**result, "state": state.to_dict(), "new_messages": state.messages[before:]}
 
 
 def apply_think(run: Run, _candidate: Candidate | None, result: dict[str, Any]) -> None:
-    from apps.runs.steps import fail
-
     if "problem_error" in result:
         fail(run, f"The problem cannot be optimized: {result['problem_error']}")
         return
@@ -143,17 +139,14 @@ def apply_think(run: Run, _candidate: Candidate | None, result: dict[str, Any]) 
 # ------------------------------------------------------------------------------------------ act
 
 def work_act(run: Run, _candidate: Candidate | None) -> dict[str, Any]:
-    from agent.tools import Toolbox
-    from apps.knowledge.services import search_function
-
     state = loop.AgentState.from_dict(run.agent_state)
     if not state.pending:
         return {"state": state.to_dict(), "call": None}
     call = dict(state.pending[0])
     turn = state.turn
-    config = eval_config(run.config, run.budgets)
+    config = engine.eval_config(run.config, run.budgets)
     knowledge = search_function(run.owner, run.problem.source, device=config.device)
-    toolbox = Toolbox(evaluator(), config, knowledge=knowledge)
+    toolbox = Toolbox(engine.evaluator(), config, knowledge=knowledge, on_phase=phase_watcher(run.pk, turn=turn))
     outcome = loop.act(state, toolbox, budgets_of(run))
     return {"state": state.to_dict(), "call": call, "turn": turn,
             "content": outcome.content if outcome else state.messages[-1].get("content", ""),
@@ -162,8 +155,6 @@ def work_act(run: Run, _candidate: Candidate | None) -> dict[str, Any]:
 
 
 def apply_act(run: Run, _candidate: Candidate | None, result: dict[str, Any]) -> None:
-    from apps.problems.services import sha256
-
     state = loop.AgentState.from_dict(result["state"])
     run.agent_state = result["state"]
     call = result.get("call")
@@ -171,11 +162,11 @@ def apply_act(run: Run, _candidate: Candidate | None, result: dict[str, Any]) ->
         append_event(run.pk, "tool_result", {"turn": result["turn"], "id": call["id"], "tool": call["name"],
                                              "content": _shown(result["content"]), "error": result["error"]})
     if result.get("verdict") is not None:
-        verdict = result["verdict"]
+        verdict = StoredVerdict(result["verdict"])
         number = run.candidates.count() + 1
         candidate = Candidate.objects.create(
             run=run, turn=number, source=storable_text(result["source"]), source_hash=sha256(result["source"]),
-            backend=(verdict.get("build") or {}).get("backend", ""), build=verdict.get("build"), verdict=verdict)
+            backend=verdict.backend, build=verdict.build, verdict=result["verdict"])
         emit_verdict(run, candidate, {"agent_turn": result["turn"], "tool": call["name"] if call else ""})
     _advance(run, state)
 
@@ -188,34 +179,7 @@ def _advance(run: Run, state: loop.AgentState) -> None:
     elif not state.done:
         run.stage = Run.Stage.THINK
     else:
-        finish(run, state)
-
-
-def finish(run: Run, state: loop.AgentState) -> None:
-    """The run is over (submitted, out of budget, failed or cancelled): keep the best kernel with its
-    provenance, store the training record, distill what was learnt into the knowledge base."""
-    from agent.trajectory import to_record
-    from apps.knowledge.services import record_run
-
-    run.agent_state = state.to_dict()
-    run.trajectory = to_record(state)
-    if run.best_candidate is not None:
-        save_kernel(run, run.best_candidate)  # verified, so kept even when the user cancelled the run
-    entries = record_run(run, state)
-    append_event(run.pk, "knowledge_recorded", {"entries": len(entries), "titles": [e.title for e in entries]})
-    best = f"best {run.best_speedup:.2f}x over eager PyTorch" if run.best_speedup else (
-        "a verified kernel" if run.best_candidate else "no verified kernel")
-    message = storable_text(f"{state.status.capitalize()}: {state.stop_reason}; {best} after {state.turn} turns.")
-    if state.status == loop.CANCELLED:
-        run.status = Run.Status.CANCELLED
-    elif state.status == loop.FAILED:
-        run.status = Run.Status.FAILED
-    else:
-        run.status = Run.Status.FINISHED
-    run.stage, run.message, run.finished_at = Run.Stage.DONE, message, timezone.now()
-    append_event(run.pk, "run_finished", {"status": run.status, "message": message, "agent_status": state.status,
-                                          "accepted": run.best_candidate is not None, "best_speedup": run.best_speedup,
-                                          "turns": state.turn, "tokens": state.tokens})
+        finish_agent_run(run, state)
 
 
 def _shown(text: str) -> str:
@@ -223,8 +187,3 @@ def _shown(text: str) -> str:
         return text
     return text[:SHOWN_CHARS] + f"\n... [{len(text) - SHOWN_CHARS} more characters]"
 
-
-def agent_defaults() -> dict[str, Any]:
-    return {"turns": settings.KSTUDIO_AGENT_MAX_TURNS, "tokens": settings.KSTUDIO_AGENT_MAX_TOKENS,
-            "agent_wall_seconds": settings.KSTUDIO_AGENT_WALL_SECONDS, "gpu_seconds": None,
-            "wall_seconds": settings.KSTUDIO_CANDIDATE_WALL_SECONDS}

@@ -16,12 +16,12 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 from django.conf import settings
 
 from apps.runs import live
 from apps.runs.models import Run
-from apps.runs.services import events_after
+from apps.runs.events import event_page
 
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
@@ -79,7 +79,8 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
 
     async def _catch_up(self) -> None:
         """Send what the database has past last_seq; the caller holds `sending`."""
-        for event in await database_sync_to_async(events_after)(self.run_id, self.last_seq):
+        page = await database_sync_to_async(event_page)(self.run_id, self.last_seq)
+        for event in page.events:
             await self._send(event)
 
     async def _send(self, event: dict[str, Any]) -> None:
@@ -87,6 +88,13 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             return
         self.last_seq = event["seq"]
         await self.send_json(event)
+
+
+class NoSuchSocket(AsyncWebsocketConsumer):
+    """A websocket path nothing serves: closed at the handshake (the browser sees 403), as a 404 would be."""
+
+    async def connect(self) -> None:
+        await self.close(code=4404)
 
 
 def _visible(user: Any, run_id: int) -> bool:

@@ -1,14 +1,14 @@
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from apps.accounts.privacy import OwnedQuerySet
+from apps.accounts.privacy import Owned
+from apps.runs.stored_verdict import StoredVerdict
 from studio.storable import StorableJSONEncoder
 
 
-class Run(models.Model):
+class Run(Owned):
     """One session on a problem, advanced by short Celery tasks (apps/runs/steps.py); all state is here."""
 
     class Kind(models.TextChoices):
@@ -31,8 +31,9 @@ class Run(models.Model):
         ACT = "act"  # agent run: one tool call of that turn (gpu queue)
         DONE = "done"
 
-    problem = models.ForeignKey("problems.Problem", on_delete=models.CASCADE, related_name="runs")
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    # RESTRICT: a problem goes only with its runs (deleting its owner takes theirs; apps/problems/services.delete_problem
+    # refuses while other users have runs or kernels on it), never by cascading into other users' work.
+    problem = models.ForeignKey("problems.Problem", on_delete=models.RESTRICT, related_name="runs")
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.EVALUATE)
     config = models.JSONField(encoder=StorableJSONEncoder, default=dict, help_text="evaluation settings (EvalConfig fields)")
     budgets = models.JSONField(encoder=StorableJSONEncoder, default=dict, help_text="limits: wall seconds per evaluation, turns")
@@ -47,18 +48,14 @@ class Run(models.Model):
     best_candidate = models.ForeignKey("runs.Candidate", null=True, blank=True, on_delete=models.SET_NULL,
                                        related_name="+")
     best_speedup = models.FloatField(null=True, blank=True)
-    shared = models.BooleanField(default=False)
-    # Agent runs: the model, the loop's resumable state (agent.loop.AgentState) and, once over, the
-    # training record (agent.trajectory.to_record).
+    # Agent runs: the model, the loop's resumable state (agent.loop.runner.AgentState) and, once over, the
+    # training record (agent.loop.trajectory.to_record).
     endpoint = models.ForeignKey("endpoints.ModelEndpoint", null=True, blank=True, on_delete=models.PROTECT,
                                  related_name="runs")
     agent_state = models.JSONField(encoder=StorableJSONEncoder, null=True, blank=True)
     trajectory = models.JSONField(encoder=StorableJSONEncoder, null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-
-    objects = OwnedQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -72,6 +69,10 @@ class Run(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("runs:detail", args=[self.pk])
+
+# What a step (or a cancel) changes on the run's row; last_seq is append_event's, updated in place.
+RUN_STATE_FIELDS = ["status", "stage", "message", "step_token", "step_claimed_at", "best_candidate", "best_speedup",
+                    "finished_at", "agent_state", "trajectory"]
 
 
 class Event(models.Model):
@@ -103,7 +104,7 @@ class Candidate(models.Model):
     source_hash = models.CharField(max_length=64, db_index=True)
     backend = models.CharField(max_length=20, blank=True, default="")
     build = models.JSONField(encoder=StorableJSONEncoder, null=True, blank=True, help_text="the build step's report")
-    verdict = models.JSONField(encoder=StorableJSONEncoder, null=True, blank=True, help_text="agent.verdict.Verdict.to_dict()")
+    verdict = models.JSONField(encoder=StorableJSONEncoder, null=True, blank=True, help_text="agent.engine.verdict.Verdict.to_dict()")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -114,5 +115,10 @@ class Candidate(models.Model):
         return f"run {self.run_id} turn {self.turn}"
 
     @property
+    def stored_verdict(self) -> StoredVerdict | None:
+        """The verdict read by name (None before the candidate is evaluated)."""
+        return StoredVerdict.of(self.verdict)
+
+    @property
     def status(self) -> str:
-        return (self.verdict or {}).get("status", "pending")
+        return self.stored_verdict.status if self.verdict else "pending"

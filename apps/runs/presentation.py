@@ -1,13 +1,15 @@
 """What the run, candidate and kernel pages show of a verdict: the flags in plain words, the timing spread,
-the profiler's table and the roofline placement. Pure functions of stored JSON; no untrusted code runs."""
+the profiler's table and the roofline placement. Pure functions of stored verdicts (apps/runs/stored_verdict.py);
+no untrusted code runs."""
 from __future__ import annotations
 
 from typing import Any
 
-from agent.diagnostics import diagnostics
-from agent.roofline import place
+from agent.engine.diagnostics import diagnostics
+from agent.engine import place, speed_of_light_note
+from apps.runs.stored_verdict import StoredVerdict
 
-# Each verdict flag (agent/verdict.py Flag) said plainly, for someone who did not write the evaluator.
+# Each verdict flag (agent/engine/verdict.py Flag) said plainly, for someone who did not write the evaluator.
 FLAG_WORDS: dict[str, str] = {
     "input_mutated": "The kernel changed its input tensors; callers would see their data altered.",
     "output_aliases_input": "The output shares memory with an input instead of being a new tensor.",
@@ -26,7 +28,7 @@ FLAG_WORDS: dict[str, str] = {
     "beyond_roofline": "The measured time is below what the hardware can physically do for this work: not believable.",
     "clocks_disagree": "The GPU events and the host clock disagree: work ran outside the timed stream.",
     "near_zero_reference": "The reference's outputs are nearly all zero, so the tolerance check proves little.",
-    "noisy_timing": "The timings varied a lot between iterations; the speedup is less certain.",
+    "noisy_timing": "The speedup's interval stayed wide (or the timing was disturbed); the figure is less certain and is not a headline.",
 }
 
 
@@ -48,17 +50,17 @@ def timing_rows(timing: dict[str, Any] | None) -> list[dict[str, Any]]:
     return rows
 
 
-def verdict_panel(verdict: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not verdict:
+def verdict_panel(verdict: StoredVerdict | None) -> dict[str, Any] | None:
+    if verdict is None:
         return None
-    trials = verdict.get("trials") or []
-    return {"status": verdict.get("status"), "stage": verdict.get("stage"), "message": verdict.get("message", ""),
-            "weights": verdict.get("weights", ""), "trials": trials,
+    trials = verdict.trials
+    return {"status": verdict.status, "stage": verdict.stage, "message": verdict.message,
+            "weights": verdict.weights, "trials": trials,
             "max_abs": max((t.get("max_abs_error", 0) for t in trials), default=None),
             "max_rel": max((t.get("max_rel_error", 0) for t in trials), default=None),
-            "flags": flags_in_words(verdict.get("flags")), "timing": verdict.get("timing"),
-            "timing_rows": timing_rows(verdict.get("timing")),
-            "compile_note": (verdict.get("timing") or {}).get("compile_note", "")}
+            "flags": flags_in_words(verdict.flags), "timing": verdict.timing,
+            "timing_rows": timing_rows(verdict.timing),
+            "compile_note": (verdict.timing or {}).get("compile_note", "")}
 
 
 def profile_panel(profile: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -74,11 +76,16 @@ def profile_panel(profile: dict[str, Any] | None) -> dict[str, Any] | None:
             "rows": [[k.get(c) for c in columns] for k in kernels]}
 
 
-def roofline(problem_validation: dict[str, Any] | None, verdict: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not verdict or not verdict.get("timing"):
+def roofline(problem_validation: dict[str, Any] | None, verdict: StoredVerdict | None) -> dict[str, Any] | None:
+    if verdict is None or not verdict.timing:
         return None
     work = ((problem_validation or {}).get("run") or {}).get("work")
-    placed = place(work, verdict["timing"].get("candidate_ms"), verdict.get("hardware") or {}).to_dict()
+    timing = verdict.timing
+    placed = place(work, timing.get("candidate_ms"), verdict.hardware, timing.get("peaks")).to_dict()
+    placed["sol_fraction"], placed["sol_ms"] = timing.get("sol_fraction"), timing.get("sol_ms")
+    note = speed_of_light_note(timing)
+    if note:
+        placed["notes"].insert(0, note)
     memory, compute = placed["memory_roof"], placed["compute_roof"]
     placed["text"] = {"bandwidth": _rate(placed["achieved_bytes_per_s"], "B/s"), "compute": _rate(placed["achieved_flops_per_s"], "FLOP/s"),
                       "memory_roof": _rate(memory and memory["value"], "B/s"), "compute_roof": _rate(compute and compute["value"], "FLOP/s")}

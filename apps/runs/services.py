@@ -1,6 +1,7 @@
-"""Runs: starting one, recording its events, cancelling it, resuming the unfinished ones."""
+"""Runs: starting one, cancelling it, resuming the unfinished ones (their events: events.py; their steps: steps.py)."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.conf import settings
@@ -8,62 +9,99 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from agent import validation
+from agent.loop import state as agent_state
+from agent.engine import validation
+from agent.engine import BACKENDS
+from agent.engine.backends import in_words as backends_in_words
+from apps.batches.completion import finish_batch_if_done
+from apps.core.errors import NotThere, Refused
+from apps.kernels.models import Kernel
 from apps.problems.models import Problem
-from apps.problems.services import UploadRejected, names_of, sha256
-from apps.runs import live
-from apps.runs.models import Candidate, Event, Run
-
-
-def append_event(run_id: int, kind: str, payload: dict[str, Any] | None = None) -> Event:
-    """Store the run's next event and push it to watchers once committed.
-
-    The run's row lock serialises writers, so seq is exactly last_seq + 1 whatever the number of
-    workers; pushing only after commit means a browser never sees an event the database lacks."""
-    with transaction.atomic():
-        run = Run.objects.select_for_update().only("id", "last_seq").get(pk=run_id)
-        seq = run.last_seq + 1
-        Run.objects.filter(pk=run_id).update(last_seq=seq)
-        event = Event.objects.create(run_id=run_id, seq=seq, kind=kind, payload=payload or {})
-        message = event.to_message()
-        transaction.on_commit(lambda: live.publish(run_id, message))
-    return event
-
-
-def events_after(run_id: int, after: int) -> list[dict[str, Any]]:
-    return [e.to_message() for e in Event.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")]
+from apps.problems.services import first_error, sha256
+from apps.runs import queues, quotas
+from apps.runs.events import append_event
+from apps.runs.models import RUN_STATE_FIELDS, Candidate, Run
+from apps.runs.selectors import unfinished_runs
+from apps.runs.verdicts import finish_agent_run
 
 
 def default_config() -> dict[str, Any]:
     return {"device": settings.KSTUDIO_DEVICE, "backend": None, "compile_baseline": settings.KSTUDIO_COMPILE_BASELINE,
-            "iterations": settings.KSTUDIO_EVAL_ITERATIONS}
+            "min_rounds": settings.KSTUDIO_EVAL_MIN_ROUNDS, "max_rounds": settings.KSTUDIO_EVAL_MAX_ROUNDS}
 
 
-def start_evaluation(user: AbstractBaseUser, problem: Problem, candidate_source: str, backend: str | None = None,
-                     shared: bool = False) -> Run:
-    """"Evaluate my kernel": check the candidate's shape (AST only), then queue its build."""
+def start_evaluation(user: AbstractBaseUser, problem: Problem, candidate_source: str, *, backend: str | None = None,
+                     shared: bool = False, rebenchmark_of: int | None = None,
+                     profile_of: dict[str, int] | None = None) -> Run:
+    """"Evaluate my kernel": check the candidate's shape (AST only), then queue its build. A refusal carries the
+    candidate's source, so a page can show it back. `rebenchmark_of`: the library kernel whose measurements the
+    verdict's timing joins (apps/kernels/services.rebenchmark). `profile_of`: the candidate ({"run", "turn"}) this
+    evaluation profiles (start_profile)."""
+    extra = {**({"rebenchmark_of": rebenchmark_of} if rebenchmark_of is not None else {}),
+             **({"profile": True, "profile_of": profile_of} if profile_of is not None else {})}
+    try:
+        return _start_evaluation(user, problem, candidate_source, backend, shared, extra)
+    except Refused as refusal:
+        refusal.source = refusal.source or candidate_source
+        raise
+
+
+def _start_evaluation(user: AbstractBaseUser, problem: Problem, candidate_source: str, backend: str | None,
+                      shared: bool, extra: dict[str, Any]) -> Run:
     report = validation.validate_candidate(candidate_source, problem_source=problem.source,
-                                           problem_names=names_of(problem))
+                                           problem_names=problem.names)
     if not report.ok:
-        raise UploadRejected("The candidate cannot be evaluated; fix the errors marked in the code and submit again.",
-                             report.errors(), candidate_source)
+        raise Refused(f"The candidate cannot be evaluated: {first_error(report.errors())}", report.errors(),
+                      candidate_source)
     backend = backend or None
-    if backend not in (None, "cuda", "nvrtc", "triton", "cpp"):
-        raise UploadRejected(f"Unknown backend {backend!r}; choose cuda, nvrtc, triton or cpp, or leave it to be guessed.")
-    from apps.runs import steps  # steps imports tasks, which import services: keep the cycle lazy
-
+    if backend is not None and backend not in BACKENDS:
+        raise Refused(f"Unknown backend {backend!r}; choose {backends_in_words()}, or leave it to be guessed.")
     with transaction.atomic():
+        quotas.check_can_start(user)
         run = Run.objects.create(
             problem=problem, owner=user, kind=Run.Kind.EVALUATE, shared=shared,
-            config={**default_config(), "backend": backend},
+            config={**default_config(), "backend": backend, **extra},
             budgets={"wall_seconds": settings.KSTUDIO_CANDIDATE_WALL_SECONDS, "turns": 1})
         Candidate.objects.create(run=run, turn=1, source=candidate_source, source_hash=sha256(candidate_source),
                                  backend=backend or report.backend_hint or "")
         append_event(run.pk, "run_created", {
             "kind": run.kind, "problem": problem.name, "config": run.config, "budgets": run.budgets,
             "warnings": [w.message for w in report.warnings()]})
-        steps.schedule(run.pk, run.stage)
+        queues.schedule(run.pk, run.stage)
     return run
+
+
+def start_rebenchmark(user: AbstractBaseUser, kernel: Kernel) -> Run:
+    """Measure a library kernel again: an evaluation of its verified source on its problem, whose timing joins the
+    kernel's measurements whatever it shows (a kernel that got slower, or now fails, says so there). Its owner's
+    action: another user's measurement would be of their own copy, so they evaluate it as their own candidate."""
+    if kernel.owner_id != user.pk:
+        raise Refused(f"Only the owner of kernel {kernel.pk} can re-benchmark it; to measure it yourself, evaluate "
+                      "its source as your own candidate on the problem.")
+    if kernel.device != settings.KSTUDIO_DEVICE:
+        raise Refused(f"Kernel {kernel.pk} was measured on the {kernel.device} device and this studio evaluates on "
+                      f"{settings.KSTUDIO_DEVICE} (KSTUDIO_DEVICE): a re-benchmark here would not be comparable.")
+    return start_evaluation(user, kernel.problem, kernel.source, backend=kernel.backend or None, shared=kernel.shared,
+                            rebenchmark_of=kernel.pk)
+
+
+def candidate_of(run: Run, turn: int) -> Candidate:
+    """The run's candidate of that turn; NotThere saying which turns the run has."""
+    candidate = run.candidates.filter(turn=turn).first()
+    if candidate is None:
+        turns = list(run.candidates.order_by("turn").values_list("turn", flat=True))
+        raise NotThere(f"Run {run.pk} has no candidate {turn}; its candidates are turns {turns or 'none yet'}.")
+    return candidate
+
+
+def start_profile(user: AbstractBaseUser, candidate: Candidate) -> Run:
+    """"Profile this candidate": an evaluation of its source on its run's problem with the profiler on (ncu on a
+    GPU host that has it, torch.profiler otherwise), whose verdict carries the profile table and the roofline. The
+    new run is the user's own (private), so anyone who can see the candidate may profile it."""
+    if not candidate.source.strip():
+        raise Refused(f"Candidate {candidate.turn} of run {candidate.run_id} has no source to profile.")
+    return start_evaluation(user, candidate.run.problem, candidate.source, backend=candidate.backend or None,
+                            profile_of={"run": candidate.run_id, "turn": candidate.turn})
 
 
 # Budgets a user may set on an agent run: name -> (type, the settings maximum it may not exceed).
@@ -71,10 +109,13 @@ AGENT_BUDGETS = {"turns": "KSTUDIO_AGENT_MAX_TURNS", "tokens": "KSTUDIO_AGENT_MA
                  "agent_wall_seconds": "KSTUDIO_AGENT_WALL_SECONDS"}
 
 
-def agent_budgets(requested: dict[str, Any]) -> dict[str, Any]:
-    """The run's budgets: the studio's defaults, lowered where the user asked for less. Raises
-    UploadRejected naming the budget that is not a positive number."""
-    budgets: dict[str, Any] = {"wall_seconds": settings.KSTUDIO_CANDIDATE_WALL_SECONDS, "gpu_seconds": None}
+def agent_budgets(requested: dict[str, Any], *, gpu_left: float | None = None) -> dict[str, Any]:
+    """The run's budgets: the studio's defaults (every one has a maximum), lowered where the user asked for
+    less; the GPU seconds also to what the user's daily quota has left (`gpu_left`). Raises Refused
+    naming the budget that is not a positive number."""
+    gpu_max = settings.KSTUDIO_AGENT_MAX_GPU_SECONDS if gpu_left is None else min(settings.KSTUDIO_AGENT_MAX_GPU_SECONDS,
+                                                                                 gpu_left)
+    budgets: dict[str, Any] = {"wall_seconds": settings.KSTUDIO_CANDIDATE_WALL_SECONDS, "gpu_seconds": gpu_max}
     for name, setting in AGENT_BUDGETS.items():
         limit = getattr(settings, setting)
         value = requested.get(name)
@@ -83,48 +124,52 @@ def agent_budgets(requested: dict[str, Any]) -> dict[str, Any]:
             continue
         try:
             number = int(value)
-        except (TypeError, ValueError):
-            raise UploadRejected(f"The budget {name!r} must be a whole number, not {value!r}.") from None
+        except (TypeError, ValueError, OverflowError):
+            raise Refused(f"The budget {name!r} must be a whole number, not {value!r}.") from None
         if number < 1:
-            raise UploadRejected(f"The budget {name!r} must be at least 1.")
+            raise Refused(f"The budget {name!r} must be at least 1.")
         budgets[name] = min(number, limit)
     gpu = requested.get("gpu_seconds")
     if gpu not in (None, ""):
         try:
             budgets["gpu_seconds"] = float(gpu)
         except (TypeError, ValueError):
-            raise UploadRejected(f"The budget 'gpu_seconds' must be a number, not {gpu!r}.") from None
-        if budgets["gpu_seconds"] <= 0:
-            raise UploadRejected("The budget 'gpu_seconds' must be positive.")
+            raise Refused(f"The budget 'gpu_seconds' must be a number, not {gpu!r}.") from None
+        if not math.isfinite(budgets["gpu_seconds"]) or budgets["gpu_seconds"] <= 0:
+            raise Refused("The budget 'gpu_seconds' must be a positive number.")
+        budgets["gpu_seconds"] = min(budgets["gpu_seconds"], gpu_max)
     return budgets
 
 
-def start_agent_run(user: AbstractBaseUser, problem: Problem, endpoint: Any, budgets: dict[str, Any] | None = None,
-                    instructions: str = "", shared: bool = False) -> Run:
-    """"Optimize with the agent": queue the first model turn. The problem must have passed its checks."""
-    from apps.runs import steps
-
+def start_agent_run(user: AbstractBaseUser, problem: Problem, endpoint: Any, *, budgets: dict[str, Any] | None = None,
+                    instructions: str = "", shared: bool = False, device: str = "") -> Run:
+    """"Optimize with the agent": queue the first model turn on `device` (empty: the studio's). The problem must
+    have passed its checks."""
     if not validation.validate_problem(problem.source).ok:
-        raise UploadRejected("This problem has validation errors; fix and upload it again before optimizing it.")
-    if names_of(problem) != validation.ProblemNames():
+        raise Refused("This problem has validation errors; fix and upload it again before optimizing it.")
+    if problem.names != validation.ProblemNames():
         # The agent's prompt and tools speak KernelBench's names (Model, get_inputs, get_init_inputs).
-        raise UploadRejected("The agent works on problems that use KernelBench's names (Model, get_inputs, "
-                             "get_init_inputs); rename them in the module, upload it again, then start the agent.")
+        raise Refused("The agent works on problems that use KernelBench's names (Model, get_inputs, "
+                      "get_init_inputs); rename them in the module, upload it again, then start the agent.")
     if problem.runtime_error:
-        raise UploadRejected(f"This problem failed when it was run: {problem.runtime_error[:500]}")
+        raise Refused(f"This problem failed when it was run: {problem.runtime_error[:500]}")
     if endpoint is None or not endpoint.enabled:
-        raise UploadRejected("Choose an enabled model for the agent (admins configure them under Model endpoints).")
+        raise Refused("Choose an enabled model for the agent (admins configure them under Model endpoints).")
+    if device not in ("", "cpu", "cuda"):
+        raise Refused(f"Unknown device {device!r}; choose cpu or cuda.")
     if len(instructions) > 20_000:
-        raise UploadRejected("The instructions are longer than 20,000 characters; shorten them.")
+        raise Refused("The instructions are longer than 20,000 characters; shorten them.")
     with transaction.atomic():
+        gpu_left = quotas.check_can_start(user)
         run = Run.objects.create(
             problem=problem, owner=user, kind=Run.Kind.AGENT, shared=shared, endpoint=endpoint, stage=Run.Stage.THINK,
-            config={**default_config(), "policy": f"{endpoint.kind}:{endpoint.name}", "model": endpoint.model,
+            config={**default_config(), **({"device": device} if device else {}),
+                    "policy": f"{endpoint.kind}:{endpoint.name}", "model": endpoint.model,
                     "endpoint": endpoint.name, "instructions": instructions},
-            budgets=agent_budgets(budgets or {}))
+            budgets=agent_budgets(budgets or {}, gpu_left=gpu_left))
         append_event(run.pk, "run_created", {"kind": run.kind, "problem": problem.name, "config": run.config,
                                              "budgets": run.budgets})
-        steps.schedule(run.pk, run.stage)
+        queues.schedule(run.pk, run.stage)
     return run
 
 
@@ -136,17 +181,14 @@ def cancel_run(run: Run) -> bool:
         if locked.is_terminal:
             return False
         if locked.kind == Run.Kind.AGENT and locked.agent_state is not None:
-            from agent import loop
-            from apps.runs.agent_steps import finish
-            from apps.runs.steps import RUN_STATE_FIELDS
-
             locked.step_token, locked.step_claimed_at = "", None
-            finish(locked, loop.cancel(loop.AgentState.from_dict(locked.agent_state)))
+            finish_agent_run(locked, agent_state.cancel(agent_state.AgentState.from_dict(locked.agent_state)))
             locked.save(update_fields=RUN_STATE_FIELDS)  # last_seq is append_event's
-            return True
-        Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED, finished_at=timezone.now(),
-                                             message="Cancelled by the user.", step_token="")
-        append_event(run.pk, "run_finished", {"status": Run.Status.CANCELLED, "message": "Cancelled by the user."})
+        else:
+            Run.objects.filter(pk=run.pk).update(status=Run.Status.CANCELLED, finished_at=timezone.now(),
+                                                 message="Cancelled by the user.", step_token="")
+            append_event(run.pk, "run_finished", {"status": Run.Status.CANCELLED, "message": "Cancelled by the user."})
+        finish_batch_if_done(run.pk)
     return True
 
 
@@ -154,10 +196,8 @@ def resume_unfinished_runs() -> int:
     """Re-queue the current step of every unfinished run. Called when a worker starts: with the embedded
     in-memory broker a restart loses queued messages; with Redis it shortens the wait for a dead worker's
     unacked message. Steps are idempotent (keyed on the run's stage and claim), so duplicates are harmless."""
-    from apps.runs import steps
-
     count = 0
-    for run_id, stage in Run.objects.exclude(status__in=Run.TERMINAL).values_list("id", "stage"):
-        steps.enqueue(run_id, stage)
+    for run_id, stage in unfinished_runs().values_list("id", "stage"):
+        queues.enqueue(run_id, stage)
         count += 1
     return count

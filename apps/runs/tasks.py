@@ -1,5 +1,6 @@
 """Celery tasks: thin. They take ids, call apps/runs/steps.py, and retry when another worker holds a
-fresh claim. Late acks plus reject-on-worker-lost mean a worker killed mid-step gives its message back."""
+fresh claim. Late acks plus reject-on-worker-lost mean a worker killed mid-step gives its message back.
+Steps are queued by apps/runs/queues.py, under the name registered here."""
 from __future__ import annotations
 
 from celery import shared_task
@@ -7,10 +8,13 @@ from celery.signals import worker_ready, worker_shutdown
 from django.db import InterfaceError, OperationalError
 
 from apps.runs import steps
+from apps.runs.engine import close_evaluator
+from apps.runs.queues import RUN_STEP
+from apps.runs.services import resume_unfinished_runs as resume
 
 
 # A step that cannot reach the database (Postgres restarting) is retried with backoff instead of lost.
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
+@shared_task(name=RUN_STEP, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
              autoretry_for=(OperationalError, InterfaceError), retry_backoff=2, retry_backoff_max=30)
 def run_step(self, run_id: int, stage: str) -> None:
     outcome = steps.execute(run_id, stage)
@@ -20,19 +24,15 @@ def run_step(self, run_id: int, stage: str) -> None:
 
 @shared_task(acks_late=True)
 def resume_unfinished_runs() -> int:
-    from apps.runs.services import resume_unfinished_runs as resume
-
     return resume()
 
 
 @worker_ready.connect
 def _resume_on_start(sender: object = None, **kwargs: object) -> None:
     # Runs a dead worker left claimed resume as soon as a worker is back (their claims expire first).
-    from apps.runs.services import resume_unfinished_runs as resume
-
     resume()
 
 
 @worker_shutdown.connect
 def _close_sandbox(sender: object = None, **kwargs: object) -> None:
-    steps.close_evaluator()
+    close_evaluator()

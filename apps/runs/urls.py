@@ -11,5 +11,6 @@ urlpatterns = [
     path("<int:pk>/cancel/", views.run_cancel, name="cancel"),
     path("<int:pk>/events/", views.run_events, name="events"),
     path("<int:pk>/candidates/<int:turn>/", views.candidate_detail, name="candidate"),
+    path("<int:pk>/candidates/<int:turn>/profile/", views.candidate_profile, name="profile"),
     path("<int:pk>/diff/", views.run_diff, name="diff"),
 ]

@@ -15,6 +15,7 @@ from django.utils.html import format_html
 from apps.training import services
 from apps.training.forms import LaunchForm
 from apps.training.models import TrainingRun
+from apps.training.permissions import can_cancel
 
 
 @admin.register(TrainingRun)
@@ -35,11 +36,14 @@ class TrainingRunAdmin(admin.ModelAdmin):
     def page(self, run: TrainingRun) -> str:
         return format_html('<a href="{}">charts and log</a>', run.get_absolute_url())
 
-    @admin.action(description="Cancel the selected training runs")
+    @admin.action(description="Cancel the selected training runs", permissions=["cancel"])
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[TrainingRun]) -> None:
         stopped = sum(services.cancel(run) for run in queryset)
         self.message_user(request, f"Asked {stopped} run(s) to stop; runs already over were left as they were.",
                           messages.SUCCESS if stopped else messages.WARNING)
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return can_cancel(request.user)  # the same rule as the run's page (apps/training/permissions.py)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # a run is launched and cancelled, never edited (the list still shows it read-only)

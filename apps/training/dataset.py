@@ -1,5 +1,5 @@
 """A training run's DATA_DIR, from the database (trainer/data.py reads it): the agent runs' trajectories as a
-`datasets` dataset (agent.export, as `manage.py export_trajectories` writes them) and the problems as
+`datasets` dataset (agent.export.dataset, as `manage.py export_trajectories` writes them) and the problems as
 problems.jsonl, each narrowed by the run's data filters."""
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from agent import validation
+from agent.engine import validation
 from apps.problems.models import Origin, Problem
+from apps.runs import selectors
 from apps.runs.models import Run
 
 # What each stage trains on (trainer/pipeline.py checks the same before training; here the admin hears it first).
@@ -29,7 +30,8 @@ class TrainingDataError(ValueError):
 @dataclass
 class DataFilters:
     only_accepted: bool = field(default=False, metadata={
-        "help": "Export only trajectories whose run ended with an accepted candidate (final reward > 0)."})
+        "help": "Export only trajectories whose run ended with a kernel the library kept (accepted and faster than the "
+                "best PyTorch baseline by KSTUDIO_LIBRARY_MIN_SPEEDUP)."})
     min_reward: float | None = field(default=None, metadata={
         "help": "Export only trajectories whose final reward is at least this (2: beat eager); empty: any."})
     since: str | None = field(default=None, metadata={
@@ -56,16 +58,9 @@ class DataFilters:
 
 
 def trajectory_runs(filters: DataFilters) -> QuerySet[Run]:
-    """The agent runs whose stored trajectory (agent.trajectory record) the filters keep, oldest first; the
-    filters run in the database, so counting them for the launch form loads no trajectory."""
-    runs = Run.objects.filter(kind=Run.Kind.AGENT, trajectory__isnull=False).order_by("pk")
-    if filters.since:
-        runs = runs.filter(created_at__date__gte=datetime.date.fromisoformat(filters.since))
-    if filters.only_accepted:
-        runs = runs.filter(trajectory__final_reward__gt=0)
-    if filters.min_reward is not None:
-        runs = runs.filter(trajectory__final_reward__gte=filters.min_reward)
-    return runs
+    """The agent runs whose stored trajectory the filters keep, oldest first (apps/runs/selectors.py's one rule)."""
+    return selectors.trajectory_runs(since=datetime.date.fromisoformat(filters.since) if filters.since else None,
+                                     only_accepted=filters.only_accepted, min_reward=filters.min_reward)
 
 
 def trajectory_records(filters: DataFilters) -> list[dict[str, Any]]:
@@ -112,6 +107,8 @@ def missing_data(stages: list[str], problems: int, trajectories: int) -> str:
 def write(filters: DataFilters, stages: list[str], device: str, data_dir: Path) -> dict[str, int]:
     """Write DATA_DIR: trajectories/ and problems.jsonl, each only when something matches. Returns the counts;
     raises TrainingDataError when a stage would be left without data."""
+    # `datasets` (pyarrow) takes seconds to import: only the train worker that writes DATA_DIR loads it, never the
+    # web process that counts the data for the launch form.
     from agent.export import save
 
     records = trajectory_records(filters)

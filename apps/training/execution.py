@@ -125,12 +125,15 @@ def _read_result(out: Path) -> dict[str, Any]:
 
 
 def register_endpoint(run_id: int, checkpoint: Path) -> ModelEndpoint:
-    """The trained policy as a `transformers` endpoint the agent workers load (agent/policies/transformers_local.py)."""
+    """The trained policy as a `transformers` endpoint the agent workers load (agent/loop/policies/transformers_local.py),
+    registered disabled: every enabled endpoint is offered to every user, and a fresh checkpoint (a tiny test one,
+    a half-trained one) is not a model to offer until an admin has tried it and enables it."""
     run = TrainingRun.objects.get(pk=run_id)
     name = f"trained: {run}"[:100]
     endpoint, _ = ModelEndpoint.objects.update_or_create(name=name, defaults={
-        "kind": ModelEndpoint.Kind.TRANSFORMERS, "model": str(checkpoint), "enabled": True,
-        "notes": f"Checkpoint of training run {run.pk} (stages: {', '.join(run.stages)})."})
+        "kind": ModelEndpoint.Kind.TRANSFORMERS, "model": str(checkpoint), "enabled": False,
+        "notes": f"Checkpoint of training run {run.pk} (stages: {', '.join(run.stages)}). Disabled until an admin "
+                 "enables it: then every user may pick it."})
     return endpoint
 
 

@@ -56,7 +56,7 @@ class LaunchForm(forms.Form):
     # Data filters.
     min_speedup = forms.FloatField(required=False, min_value=0.0, max_value=1000.0,
                                    help_text="rft keeps trajectories at least this much faster than eager; blank: the preset's")
-    only_accepted = forms.BooleanField(required=False, help_text="export only runs that ended with an accepted kernel")
+    only_accepted = forms.BooleanField(required=False, help_text="export only runs whose kernel the library kept (accepted and faster than PyTorch by the library's margin)")
     min_reward = forms.FloatField(required=False, help_text="export only runs whose final reward is at least this")
     since = forms.DateField(required=False, help_text="export only runs created on or after this date (YYYY-MM-DD)")
     problem_origin = forms.ChoiceField(choices=[("", "any")] + list(Origin.choices), required=False)

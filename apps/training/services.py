@@ -10,14 +10,13 @@ from django.utils import timezone
 
 from apps.training.dataset import DataFilters
 from apps.training.models import TrainingMetric, TrainingRun
+from apps.training.tasks import run_training
 
 
 def launch(user: AbstractBaseUser, config: dict[str, Any], filters: DataFilters, num_processes: int = 1,
            name: str = "") -> TrainingRun:
     """Create a queued run; its task goes to the `train` queue once the run is committed (the worker must
     find it). `config` is a validated PipelineConfig as plain data."""
-    from apps.training.tasks import run_training
-
     run = TrainingRun.objects.create(owner=user, name=name, config=config, data_filters=filters.to_dict(),
                                      num_processes=num_processes)
     transaction.on_commit(lambda: _enqueue(run.pk, run_training))

@@ -2,7 +2,7 @@
 # Session 5's device calls. Usage on the GPU box: bash benchmarks/gpu/session5.sh STEP...
 # STEP: probe (timing protocol knobs, 3 fresh processes per candidate), stage_a (issue 7),
 # builtin:NAMES (the built-in policy over examples, comma-separated names), fidelity, latency,
-# pytest:PATHS (GPU tests, e.g. pytest:tests/agent/evaluate/test_tensor_file.py).
+# pytest:PATHS (GPU tests, e.g. pytest:tests/agent/engine/evaluate/test_tensor_file.py).
 set -u
 export PYTHONPATH=$PWD KSTUDIO_CACHE_DIR=/root/kscache
 OUT=${OUT:-/tmp/out}

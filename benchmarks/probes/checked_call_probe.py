@@ -21,10 +21,10 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from agent.evaluate import tensor_file  # noqa: E402
-from agent.evaluate.guards import bitwise_equal  # noqa: E402
-from agent.evaluate.jobs import _poison  # noqa: E402
-from agent.evaluate.page_lock import page_locked  # noqa: E402
+from agent.engine.evaluate import tensor_file  # noqa: E402
+from agent.engine.evaluate.guards import bitwise_equal  # noqa: E402
+from agent.engine.evaluate.jobs import _poison  # noqa: E402
+from agent.engine.evaluate.page_lock import page_locked  # noqa: E402
 
 
 def timed(label: str, fn, results: dict[str, float], repeats: int = 3) -> None:

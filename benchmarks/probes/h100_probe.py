@@ -44,7 +44,7 @@ if mode in ("all", "fork"):
     def child_cuda():
         pid = os.fork()
         if pid == 0:
-            t0 = time.perf_counter(); x = torch.ones(1, device="cuda"); torch.cuda.synchronize()
+            t0 = time.perf_counter(); torch.ones(1, device="cuda"); torch.cuda.synchronize()
             print(f"{'  forked child: first CUDA op':60s} {time.perf_counter()-t0:8.2f} s", flush=True); os._exit(0)
         os.waitpid(pid, 0)
     for i in range(3): t(f"fork + CUDA init + exit #{i}", child_cuda)
@@ -54,7 +54,7 @@ if mode in ("all", "fork"):
         r = libc.unshare(0x10000000 | 0x00020000 | 0x20000000 | 0x40000000)
         print("unshare user|ns|pid|net:", r, os.strerror(ctypes.get_errno()), flush=True)
         if r == 0:
-            open("/proc/self/setgroups","w").write("deny"); open("/proc/self/uid_map","w").write(f"0 0 1"); open("/proc/self/gid_map","w").write("0 0 1")
+            open("/proc/self/setgroups","w").write("deny"); open("/proc/self/uid_map","w").write("0 0 1"); open("/proc/self/gid_map","w").write("0 0 1")
             p2 = os.fork()
             if p2 == 0:
                 libc.mount(b"none", b"/", None, 0x4000 | (1 << 18), None)

@@ -1,7 +1,7 @@
 """Where does the engine's timing differ from triton's do_bench? (issue 2, timing fidelity)
 
 One process times one corpus candidate on its H100-sized problem under several protocols that differ
-in one knob each from the engine's (agent/evaluate/timing.py): a device-wide sync before every call
+in one knob each from the engine's (agent/engine/evaluate/timing.py): a device-wide sync before every call
 or calls queued back to back, rotated input buffers or one, new values per call or the same, the L2
 flush. Run it in several fresh processes to see the per-process spread too.
 
@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from agent.evaluate.timing import Flusher, timed_values  # noqa: E402
+from agent.engine.evaluate.timing import Flusher, timed_values  # noqa: E402
 
 
 def _load(path: Path, name: str):

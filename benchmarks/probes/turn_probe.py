@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from agent.evaluate import EvalConfig, Evaluator  # noqa: E402
+from agent.engine.evaluate import EvalConfig, Evaluator  # noqa: E402
 
 CORPUS = ROOT / "tests" / "corpus"
 CASES = {

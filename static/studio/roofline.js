@@ -1,4 +1,4 @@
-// The roofline chart of the profile panel (data from the server's agent/roofline.py placement). Log-log
+// The roofline chart of the profile panel (data from the server's agent/engine/roofline.py placement). Log-log
 // FLOP/s against arithmetic intensity where FLOPs were counted; otherwise achieved bandwidth against the
 // memory roof. Nothing is drawn for a roof that was not measured or known.
 (function () {

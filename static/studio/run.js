@@ -10,6 +10,8 @@
   const best = document.getElementById("best-speedup");
   const message = document.getElementById("run-message");
   const conn = document.getElementById("connection");
+  const phase = document.getElementById("run-phase");
+  let phaseTimer = null;
   let lastSeq = 0;
   let finished = false;
   let delay = 500;
@@ -18,17 +20,45 @@
   function sci(x) { return typeof x === "number" ? x.toExponential(2) : String(x); }  // "inf" arrives as a string
   function fmt(x, d) { return x === null || x === undefined ? "–" : Number(x).toFixed(d); }
 
+  // What the evaluation is doing now (a "phase" event as each phase starts), with the time spent in it and in the
+  // whole evaluation, ticking until the next phase or a result; phases are not added to the event log.
+  function showPhase(ev) {
+    const p = ev.payload || {};
+    const began = Date.parse(ev.at) || Date.now();
+    const tick = () => {
+      const inPhase = Math.max(0, (Date.now() - began) / 1000);
+      phase.textContent = "Now: " + p.what + " · " + fmt(inPhase, 0) + " s in this phase, " + fmt(inPhase + (p.elapsed || 0), 0) +
+        " s into the evaluation" + (p.turn !== undefined ? " (turn " + (p.turn + 1) + ")" : "");
+    };
+    clearInterval(phaseTimer);
+    tick();
+    phase.hidden = false;
+    phase.dataset.shown = String(Number(phase.dataset.shown || 0) + 1);
+    phaseTimer = setInterval(tick, 1000);
+  }
+  function endPhase() { clearInterval(phaseTimer); phaseTimer = null; phase.hidden = true; phase.textContent = ""; }
+
   function render(ev) {
     if (ev.seq <= lastSeq) return;
     lastSeq = ev.seq;
     const p = ev.payload || {};
+    if (ev.kind === "phase") {
+      // Kept in the log (every seq is there, in order) but folded away: the phase line above says it live.
+      if (!finished) showPhase(ev);
+      const item = el("li", "#" + ev.seq + " phase: " + p.what, "event event-phase");
+      item.dataset.seq = ev.seq;
+      item.hidden = true;
+      list.appendChild(item);
+      return;
+    }
+    if (["verification", "timing", "tool_result", "run_finished", "build", "step_started"].includes(ev.kind)) endPhase();
     const li = el("li"); li.dataset.seq = ev.seq; li.className = "event event-" + ev.kind;
     let line = "#" + ev.seq + " " + ev.kind;
     if (ev.kind === "step_started") { line += ": " + p.stage + (p.attempt > 1 ? " (attempt " + p.attempt + (p.resumed ? ", resumed" : "") + ")" : ""); stage.textContent = p.stage; status.textContent = "running"; }
     if (ev.kind === "build") line += ": " + (p.ok ? "built" : "failed") + " (" + p.backend + ", " + fmt(p.seconds, 2) + " s, " + p.cache_hits + " cached, " + p.cache_misses + " compiled)";
     if (ev.kind === "verification") line += ": " + p.status + " at " + p.stage + " — " + p.message;
     if (ev.kind === "timing") line += ": " + fmt(p.candidate_ms, 4) + " ms vs eager " + fmt(p.eager_ms, 4) + " ms";
-    if (ev.kind === "run_finished") { line += ": " + p.status + " — " + p.message; status.textContent = p.status; message.textContent = p.message; finished = true;
+    if (ev.kind === "run_finished") { line += ": " + p.status + " — " + p.message; status.textContent = p.status; stage.textContent = "done"; message.textContent = p.message; finished = true;
       const cancel = document.getElementById("cancel-form"); if (cancel) cancel.remove();
       refreshPanels(); }
     li.appendChild(el("span", line));
@@ -46,12 +76,15 @@
     }
     if (ev.kind === "timing") {
       spreadTable(p);
-      const r = el("tr"); [p.turn, fmt(p.candidate_ms, 4), fmt(p.eager_ms, 4), fmt(p.compile_ms, 4), fmt(p.speedup_vs_eager, 2) + "x", p.speedup_vs_compile ? fmt(p.speedup_vs_compile, 2) + "x" : "–", p.clock].forEach((c) => r.appendChild(el("td", String(c))));
+      speedupCell(p);
+      // The headline is the speedup over the faster of eager and torch.compile; SOL the share of the speed of light.
+      const r = el("tr"); [p.turn, fmt(p.candidate_ms, 4), fmt(p.eager_ms, 4), fmt(p.compile_ms, 4), p.speedup_vs_best ? fmt(p.speedup_vs_best, 2) + "x" : "–", fmt(p.speedup_vs_eager, 2) + "x", p.speedup_vs_compile ? fmt(p.speedup_vs_compile, 2) + "x" : "–", p.sol_fraction ? fmt(100 * p.sol_fraction, 1) + "%" : "–", p.clock].forEach((c) => r.appendChild(el("td", String(c))));
       document.getElementById("timing").appendChild(r);
     }
-    if (ev.kind === "best") best.textContent = fmt(p.speedup_vs_eager, 2) + "x";
+    if (ev.kind === "best") best.textContent = p.speedup_vs_best ? fmt(p.speedup_vs_best, 2) + "x vs the best of eager and torch.compile" : fmt(p.speedup_vs_eager, 2) + "x vs eager";
     if (agent) agent.render(ev);
-    if (ev.kind === "kernel_saved") { const a = el("a", "Kernel saved to the library: " + p.name); a.href = p.url; a.id = "kernel-saved"; document.getElementById("kernel-link").appendChild(a); }
+    if (ev.kind === "kernel_saved") { const a = el("a", (p.duplicate ? "Already in the library (measurement added): " : "Kernel saved to the library: ") + p.name); a.href = p.url; a.id = "kernel-saved"; document.getElementById("kernel-link").appendChild(a); }
+    if (ev.kind === "kernel_not_kept") { const n = el("span", "Not kept in the library: " + p.reason, "hint"); n.id = "kernel-not-kept"; document.getElementById("kernel-link").appendChild(n); }
     list.appendChild(li);
   }
 
@@ -96,6 +129,12 @@
       t.appendChild(r);
     });
   }
+  // The candidates table's "vs eager" fills in as each accepted candidate's timing arrives.
+  function speedupCell(p) {
+    const row = document.querySelector('#candidates tr[data-turn="' + p.turn + '"]');
+    if (!agent || !row || row.cells.length < 4) return;
+    row.cells[2].textContent = fmt(p.speedup_vs_eager, 2) + "x";
+  }
   function candidateRow(p) {
     const table = document.getElementById("candidates");
     if (!table || table.querySelector('tr[data-turn="' + p.turn + '"]')) return;
@@ -138,9 +177,10 @@
     const chart = window.Chart ? new window.Chart(canvas, {
       type: "line",
       data: {labels: points.labels, datasets: [
-        {label: "speedup vs eager (0 = not accepted)", data: points.speedup, showLine: false, pointRadius: 5, pointBackgroundColor: points.colors},
-        {label: "speedup vs torch.compile", data: points.compile, showLine: false, pointRadius: 5, pointStyle: "triangle", pointBackgroundColor: "#8250df", borderColor: "#8250df"},
-        {label: "best so far (vs eager)", data: points.best, stepped: true, pointRadius: 0, borderColor: "#1a7f37"}]},
+        // Lower order is drawn on top: every candidate's point stays visible above the best-so-far line.
+        {label: "speedup vs eager (0 = not accepted)", data: points.speedup, showLine: false, pointRadius: 5, pointBackgroundColor: points.colors, borderColor: points.colors, order: 0},
+        {label: "speedup vs torch.compile", data: points.compile, showLine: false, pointRadius: 5, pointStyle: "triangle", pointBackgroundColor: "#8250df", borderColor: "#8250df", order: 1},
+        {label: "best so far (vs eager)", data: points.best, stepped: true, pointRadius: 0, pointHoverRadius: 0, borderColor: "#1a7f37", borderWidth: 2, borderDash: [6, 4], order: 2}]},
       options: {animation: false, maintainAspectRatio: false, scales: {y: {beginAtZero: true, title: {display: true, text: "speedup (x)"}}}},
     }) : null;
 
@@ -154,17 +194,19 @@
       let s = streams[turn];
       if (!s || s.attempt !== attempt) {  // a retried turn restarts its text
         if (s) s.node.remove();
-        const d = box("assistant streaming", "turn " + turn + " · model (writing…)");
+        const d = box("assistant streaming", "turn " + (turn + 1) + " · model (writing…)");
         s = streams[turn] = {attempt: attempt, node: d, text: d.appendChild(el("pre", "", "text"))};
       }
       return s;
     }
+    // Turns count from 1 on this page, as candidates do: "turn 2 · #3" is candidate 3, written in turn 2.
+    function pointLabel(p) { return "turn " + (p.agent_turn + 1) + " · #" + p.turn; }
     function addPoint(label, speedup, accepted, vsCompile) {
       if (accepted && speedup !== null && speedup !== undefined && (bestSoFar === null || speedup > bestSoFar)) bestSoFar = speedup;
       points.labels.push(label); points.speedup.push(accepted ? speedup : 0); points.best.push(bestSoFar);
       // null leaves a gap: torch.compile was not timed (or the candidate was rejected), not "0x".
       points.compile.push(accepted && vsCompile ? vsCompile : null);
-      points.colors.push(accepted ? "#1a7f37" : "#b3261e");
+      points.colors.push(accepted ? "#0969da" : "#8c959f");
       if (chart) chart.update();
       canvas.dataset.points = String(points.labels.length);
       canvas.dataset.compilePoints = String(points.compile.filter((x) => x !== null).length);
@@ -176,7 +218,7 @@
       if (ev.kind === "assistant") {
         const s = streams[p.turn];
         if (s) s.node.remove();
-        const d = box("assistant", "turn " + p.turn + " · model (" + p.completion_tokens + " tokens)");
+        const d = box("assistant", "turn " + (p.turn + 1) + " · model" + (tokens ? " (" + p.completion_tokens + " tokens)" : ""));
         d.dataset.turn = p.turn;
         if (p.text) {
           const why = d.appendChild(el("details", undefined, "reasoning")); why.open = true;
@@ -194,18 +236,18 @@
         streams[p.turn] = {attempt: -1, node: d};
         if (tokens) tokens.textContent = p.total_tokens;
       }
-      if (ev.kind === "observation") box("observation", "turn " + p.turn + " · studio").appendChild(el("pre", p.text));
+      if (ev.kind === "observation") box("observation", "turn " + (p.turn + 1) + " · studio").appendChild(el("pre", p.text));
       if (ev.kind === "tool_result") {
         const d = box("tool" + (p.error ? " bad" : ""));
         const det = d.appendChild(el("details", undefined, "tool-result")); det.open = true;
-        det.appendChild(el("summary", "turn " + p.turn + " · " + p.tool + (p.error ? " (error)" : "") + " · result"));
+        det.appendChild(el("summary", "turn " + (p.turn + 1) + " · " + p.tool + (p.error ? " (error)" : "") + " · result"));
         det.appendChild(el("pre", p.content));
       }
       if (ev.kind === "verification" && p.agent_turn !== undefined) {
         accepted[p.turn] = p.status === "accepted";
-        if (!accepted[p.turn]) addPoint("turn " + p.agent_turn, 0, false);
+        if (!accepted[p.turn]) addPoint(pointLabel(p), 0, false);
       }
-      if (ev.kind === "timing" && p.agent_turn !== undefined && accepted[p.turn]) addPoint("turn " + p.agent_turn, p.speedup_vs_eager, true, p.speedup_vs_compile);
+      if (ev.kind === "timing" && p.agent_turn !== undefined && accepted[p.turn]) addPoint(pointLabel(p), p.speedup_vs_eager, true, p.speedup_vs_compile);
     }};
   }
 

@@ -1,6 +1,6 @@
 import pytest
 
-from tests.apps.cast import fast_eval, member, owner, problem, staff, stranger  # noqa: F401
+from tests.apps.cast import fast_eval, member, owner, problem, problem_checked, staff, stranger  # noqa: F401
 
 
 @pytest.fixture(autouse=True)

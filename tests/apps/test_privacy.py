@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from apps.kernels.models import Kernel
 from apps.runs.models import Candidate, Run
-from apps.runs.services import append_event
+from apps.runs.events import append_event
 from tests.apps.cast import GOOD_CANDIDATE
 
 pytestmark = pytest.mark.django_db

@@ -9,12 +9,12 @@ import pytest
 from django.test import Client
 
 from apps.runs.models import Run
-from apps.runs.services import append_event
+from apps.runs.events import append_event
 from tests import processes
 from tests.processes import ROOT
 from tests.studio.browser import chrome, need_chromium
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture

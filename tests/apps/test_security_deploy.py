@@ -13,6 +13,9 @@ import pytest
 
 from tests.processes import ROOT
 
+# Real processes (the agent's CLI, pip, a production Django): the slow tier.
+pytestmark = pytest.mark.slow
+
 HOST = "studio.example.com"
 
 # Run in a production process: plain http, https and a proxied request, each as the response's status and headers.
@@ -32,7 +35,8 @@ print(json.dumps({"http": seen(client.get("/accounts/login/")),
 
 
 def _production_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "DATABASE_URL", "REDIS_URL", "SECRET_KEY")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DEBUG", "DATABASE_URL", "REDIS_URL", "SECRET_KEY", "KSTUDIO_PASSWORD_HASHERS")}
     return {**env, "DJANGO_SETTINGS_MODULE": "studio.settings", "KSTUDIO_ENV": "production",
             "SECRET_KEY": secrets.token_urlsafe(60), "ALLOWED_HOSTS": HOST,
             "CSRF_TRUSTED_ORIGINS": f"https://{HOST}", **extra}
@@ -40,6 +44,11 @@ def _production_env(**extra: str) -> dict[str, str]:
 
 def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_production_refuses_the_tests_fast_password_hasher():
+    result = _run(["manage.py", "check"], _production_env(KSTUDIO_PASSWORD_HASHERS=os.environ["KSTUDIO_PASSWORD_HASHERS"]))
+    assert result.returncode != 0 and "refuses an MD5 password hasher" in result.stderr
 
 
 def test_check_deploy_reports_nothing_under_production_settings():

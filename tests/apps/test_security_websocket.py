@@ -10,7 +10,6 @@ from django.conf import settings
 from django.test import Client
 
 from apps.runs.models import Run
-from apps.runs.services import append_event
 from tests.apps.cast import run  # noqa: F401
 from tests import processes
 
@@ -40,6 +39,11 @@ def _open(studio_url: str, run: Run, user=None, origin: str | None = "own") -> t
     options = {"cookie": f"sessionid={_session(user)}" if user else None, "timeout": 20}
     if origin is None:
         options["suppress_origin"] = True
+    elif origin == "https-own":  # our host and port over https: another scheme, another origin
+        options["origin"] = studio_url.replace("http://", "https://")
+    elif origin == "other-port":  # the same host on another port: another origin, as for the CSRF check
+        host, port = studio_url.rsplit(":", 1)
+        options["origin"] = f"{host}:{int(port) + 1}"
     else:
         options["origin"] = studio_url if origin == "own" else origin
     try:
@@ -57,7 +61,7 @@ def test_the_owner_and_staff_watch_from_our_own_origin(studio_url, run, owner, s
     assert _open(studio_url, run, staff) == (101, [1, 2, 3])
 
 
-@pytest.mark.parametrize("origin", ["http://evil.example", "null", None])
+@pytest.mark.parametrize("origin", ["http://evil.example", "null", None, "other-port", "https-own"])
 def test_a_foreign_or_missing_origin_is_refused_even_with_the_owners_cookie(studio_url, run, owner, origin):
     assert _open(studio_url, run, owner, origin=origin) == (403, [])
 

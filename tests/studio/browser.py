@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -17,6 +19,22 @@ SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 def need_chromium() -> None:
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         pytest.skip("needs Debian's chromium and chromium-driver (make browser)")
+
+
+@contextmanager
+def served(worker: str | None = None, logs: Path | None = None) -> Iterator[str]:
+    """daphne (and a Celery worker named `worker`, when given) on the test database and Redis; yields the base URL.
+    With `logs`, a folder: their output goes there (daphne.log, worker.log)."""
+    from tests import processes
+
+    need_chromium()
+    env = processes.studio_env()
+    url, web = processes.daphne(env, logs / "daphne.log" if logs else None)
+    procs = [web] + ([processes.worker(env, worker, log=logs / "worker.log" if logs else None)] if worker else [])
+    try:
+        yield url
+    finally:
+        processes.stop(procs)
 
 
 def chrome(width: int = 1440, height: int = 900, logs: tuple[str, ...] = ("performance",)):

@@ -8,7 +8,7 @@ import pytest
 from tests import processes
 from tests.studio.browser import chrome, foreign, log_in, near, need_chromium, page_screenshot, requested_urls, screenshot, share
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.slow]
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests import processes
-from tests.apps.cast import problem  # noqa: F401
+from tests.apps.cast import problem, problem_checked  # noqa: F401
 from tests.processes import ROOT
 from tests.studio.browser import chrome, need_chromium
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 SCREENSHOT = ROOT / "test-artifacts" / "screenshots" / "training-run.png"
 
@@ -57,7 +57,7 @@ def browser():
 @pytest.fixture
 def accepted_trajectory(admin_user, problem):
     """A finished agent run with an accepted, submitted candidate: what rejection fine-tuning trains on. Its
-    trajectory has the shape agent.trajectory.to_record writes (tests/trainer/records.py builds it from the
+    trajectory has the shape agent.loop.trajectory.to_record writes (tests/trainer/records.py builds it from the
     agent's real prompt and tool schemas)."""
     from apps.runs.models import Run
     from tests.trainer import records
@@ -120,10 +120,13 @@ def test_an_admin_trains_a_model_and_the_agent_runs_on_its_checkpoint(studio, br
     # trained model, loaded by an agent worker, wrote the run's turns (an admin would shorten a turn the same way).
     endpoint = ModelEndpoint.objects.get(pk=run.endpoint_id)
     assert endpoint.kind == ModelEndpoint.Kind.TRANSFORMERS and endpoint.model == run.result["checkpoint"]
-    ModelEndpoint.objects.filter(pk=endpoint.pk).update(max_tokens=48)
+    assert not endpoint.enabled  # registered disabled: offered to users only once an admin enables it
+    ModelEndpoint.objects.filter(pk=endpoint.pk).update(max_tokens=48, enabled=True)
     browser.get(studio + problem.get_absolute_url())
     Select(browser.find_element(By.NAME, "endpoint")).select_by_visible_text(endpoint.name)
-    browser.find_element(By.NAME, "turns").send_keys("1")
+    turns = browser.find_element(By.NAME, "turns")
+    turns.clear()  # the form shows the default budget: replace it, not append to it
+    turns.send_keys("1")
     browser.find_element(By.ID, "optimize-button").click()
     WebDriverWait(browser, 300).until(
         lambda d: d.find_element(By.ID, "run-status").text in ("finished", "failed", "cancelled"))

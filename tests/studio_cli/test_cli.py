@@ -49,6 +49,10 @@ def test_it_submits_examples_with_the_builtin_policy_waits_and_prints_the_table(
     done = cli(config, "submit", *map(str, TWO_EXAMPLES), "--policy", "builtin", "--device", "cpu", "--turns", "2",
                "--wait", "--poll", "0.5", "--csv", str(tmp_path / "report.csv"), timeout=480)
     assert done.returncode == 0, done.stdout + done.stderr
+    # Feedback from the first second: each file as it is checked, then each problem's stage as it changes.
+    assert "[1/2] relu_scale_bias.py: checking" in done.stderr, done.stderr
+    assert "relu_scale_bias (run " in done.stderr and " · stage " in done.stderr, done.stderr
+    assert "finished · " in done.stderr
     batch = Batch.objects.get()
     stored = report(batch)
     assert stored["status"] == "finished"

@@ -1,4 +1,4 @@
-"""Trajectory records in agent.trajectory's format (version 1), written out for the trainer's data tests: a
+"""Trajectory records in agent.loop.trajectory's format (version 1), written out for the trainer's data tests: a
 run's conversation with the agent's real prompt and tool schemas, its tool calls and results, its outcome."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent import loop
-from agent.export import save
-from agent.trajectory import TRAJECTORY_VERSION
+from agent.loop import runner as loop
+from agent.export.dataset import save
+from agent.loop.trajectory import TRAJECTORY_VERSION
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ROW_SUM = (EXAMPLES / "row_sum.py").read_text()
@@ -48,7 +48,7 @@ def failed() -> dict[str, Any]:
 
 
 def write_data(directory: Path, records: list[dict[str, Any]], problems: list[tuple[str, str]] = ()) -> Path:
-    """A DATA_DIR: trajectories/ (agent.export.save) and, with `problems` ((name, source) pairs), problems.jsonl."""
+    """A DATA_DIR: trajectories/ (agent.export.dataset.save) and, with `problems` ((name, source) pairs), problems.jsonl."""
     directory.mkdir(parents=True, exist_ok=True)
     if records:
         save(records, directory / "trajectories")

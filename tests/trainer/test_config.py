@@ -33,7 +33,7 @@ def test_it_has_help_on_every_setting_of_every_section() -> None:
     ({"rft": {"max_steps": 0}}, "rft.max_steps must be at least 1, or -1"),
     ({"critic": {"learning_rate": 0}}, "critic.learning_rate must be positive"),
     ({"data": {"max_repeated_calls": 0}}, "data.max_repeated_calls must be at least 1"),
-    ({"reward": {"iterations": 2}}, "reward.iterations must be at least 5"),
+    ({"reward": {"min_rounds": 0}}, "reward.min_rounds must be at least 1"),
     ({"grpo_single": {"max_steps": "many"}}, "grpo_single.max_steps must be an integer, not 'many'"),
     ({"rft": {"learnin_rate": 1e-5}}, "rft has unknown settings ['learnin_rate']"),
     ({"seed": None}, "seed must be set"),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from agent import loop
+from agent.loop import runner as loop
 from trainer.config import DataConfig
 from trainer.data import (DataError, critic_dataset, load_inputs, longest_repeat, malformed_calls, multi_turn_dataset,
                           rft_dataset, single_turn_dataset)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from transformers.utils import get_json_schema
 
-from agent.skills import list_skills
-from agent.tools import tool_schemas
+from agent.loop.skills import list_skills
+from agent.loop.tools import tool_schemas
 from trainer.environment import KernelEnvironment, ToolLog
 from trainer.rewards import Engine
 from tests.trainer.records import ROW_SUM

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.policies.transformers_local import TransformersPolicy
-from agent.tools import TOOL_SCHEMAS
+from agent.loop.policies.transformers_local import TransformersPolicy
+from agent.loop.tools import TOOL_SCHEMAS
 from trainer.__main__ import main
 from trainer.launch import command
 from tests.trainer.conftest import tiny_config

@@ -16,7 +16,7 @@ import torch
 
 # Every reason a candidate can be rejected for, in the order the pipeline tries them (the report lists them so).
 REASONS = (
-    "invalid_source",  # agent.validation refused the rendered module (a bug in the catalogue or the renderer)
+    "invalid_source",  # agent.engine.validation refused the rendered module (a bug in the catalogue or the renderer)
     "near_duplicate",  # same op signature or too similar a source as an existing or already kept problem
     "eager_error",  # importing, building or running it in eager raised
     "aliased_output",  # the output shares memory with an input (the evaluator refuses such outputs)

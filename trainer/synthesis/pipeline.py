@@ -1,5 +1,5 @@
 """The synthesis loop: compose a chain, render it, and keep it only if it passes every filter, cheapest
-first: the static check (agent.validation), near-duplicates (no process needed), then the worker's
+first: the static check (agent.engine.validation), near-duplicates (no process needed), then the worker's
 checks (eager, finite, non-constant, deterministic, runtime window, torch.compile last)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.validation import validate_problem
+from agent.engine import validate_problem
 from trainer.synthesis.catalogue import SIZES
 from trainer.synthesis.checks import REASONS
 from trainer.synthesis.compose import problem_name, random_chain, render

@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
                 ('model_name', models.CharField(default='Model', max_length=100)),
                 ('get_inputs_name', models.CharField(default='get_inputs', max_length=100)),
                 ('get_init_inputs_name', models.CharField(default='get_init_inputs', max_length=100)),
-                ('validation', models.JSONField(default=dict, help_text="agent.validation's report (AST only)")),
+                ('validation', models.JSONField(default=dict, help_text="agent.engine.validation's report (AST only)")),
                 ('runtime_error', models.TextField(blank=True, default='')),
                 ('shared', models.BooleanField(default=False)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),

@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
                 ('source_hash', models.CharField(db_index=True, max_length=64)),
                 ('backend', models.CharField(blank=True, default='', max_length=20)),
                 ('build', models.JSONField(blank=True, help_text="the build step's report", null=True)),
-                ('verdict', models.JSONField(blank=True, help_text='agent.verdict.Verdict.to_dict()', null=True)),
+                ('verdict', models.JSONField(blank=True, help_text='agent.engine.verdict.Verdict.to_dict()', null=True)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
             ],
             options={

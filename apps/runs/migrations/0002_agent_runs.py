@@ -36,7 +36,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='candidate',
             name='verdict',
-            field=models.JSONField(blank=True, encoder=studio.storable.StorableJSONEncoder, help_text='agent.verdict.Verdict.to_dict()', null=True),
+            field=models.JSONField(blank=True, encoder=studio.storable.StorableJSONEncoder, help_text='agent.engine.verdict.Verdict.to_dict()', null=True),
         ),
         migrations.AlterField(
             model_name='event',

@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 
 from agent.builtin.lower import Leaf, Unsupported, describe, lower
+from agent.builtin.trace import trace_graph
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def plan_of(evaluator, source: str):
-    return lower(evaluator.trace_problem(source))
+    return lower(trace_graph(evaluator, source))
 
 
 @pytest.mark.parametrize("name, kind, ops, anchor", [

@@ -12,7 +12,12 @@ import pytest
 from agent.builtin.codegen import candidate_source, variants
 from agent.builtin.lower import lower
 from agent.builtin.policy import BuiltinPolicy
-from agent.evaluate import EvalConfig
+from agent.engine.evaluate import EvalConfig
+from agent.loop.policies.base import PolicyError
+from agent.builtin.trace import trace_graph
+
+# Real processes (the agent's CLI, pip, a production Django): the slow tier.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples"
@@ -45,7 +50,7 @@ def test_a_module_it_cannot_handle_ends_with_the_reason_and_no_kernel(tmp_path):
 
 def test_each_turn_reads_the_last_verdict_like_a_model_would(evaluator):
     source = (EXAMPLES / "relu_scale_bias.py").read_text()
-    policy = BuiltinPolicy(source, evaluator.trace_problem, "cpu")
+    policy = BuiltinPolicy(source, lambda s: trace_graph(evaluator, s), "cpu")
     chunks: list[str] = []
     first = policy.respond([{"role": "system", "content": "x"}], [], chunks.append)
     assert "".join(chunks) == first.text and first.tool_calls[0].name == "write_candidate"
@@ -60,13 +65,26 @@ def test_each_turn_reads_the_last_verdict_like_a_model_would(evaluator):
     assert third.tool_calls[0].name == "submit" and "variant 1" in third.text
 
 
+def test_a_capacity_verdict_stops_it_without_blaming_its_templates(evaluator):
+    source = (EXAMPLES / "relu_scale_bias.py").read_text()
+    policy = BuiltinPolicy(source, lambda s: trace_graph(evaluator, s), "cpu")
+    first = policy.respond([{"role": "system", "content": "x"}], [])
+    history = [first.as_message(), {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content":
+               "status: capacity (reached stage plan)\nmessage: the problem does not fit the device: its footprint is "
+               "inputs 6.0 GiB, weights 0 bytes, outputs 6.0 GiB; ... the limit is 1.0 GiB"}]
+    with pytest.raises(PolicyError) as stopped:
+        policy.respond(history, [])
+    assert "does not fit the device's memory" in str(stopped.value) and "footprint is inputs 6.0 GiB" in str(stopped.value)
+    assert "gap in our templates" not in str(stopped.value)
+
+
 @pytest.mark.parametrize("name", ["gelu_tanh_bias", "residual_layer_norm", "cross_entropy"])
 def test_its_cuda_kernels_compile_with_nvcc(evaluator, name):
     import shutil
 
     if not shutil.which("nvcc"):
         pytest.skip("needs nvcc (the CUDA toolkit) to compile the CUDA templates")
-    plan = lower(evaluator.trace_problem((EXAMPLES / f"{name}.py").read_text()))
+    plan = lower(trace_graph(evaluator, (EXAMPLES / f"{name}.py").read_text()))
     source = candidate_source(plan, variants(plan, "cuda")[0], "cuda")
     info, header = evaluator.build(source, EvalConfig(device="cuda"))
     assert header.get("ok"), (header.get("error"), info.log[-3000:])

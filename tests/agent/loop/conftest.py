@@ -4,16 +4,16 @@ from pathlib import Path
 
 import pytest
 
-from agent.evaluate import EvalConfig, Evaluator
-from agent.sandbox import Limits
-from agent.tools import Toolbox
+from agent.engine.evaluate import EvalConfig, Evaluator
+from agent.engine.sandbox import Limits
+from agent.loop.tools import Toolbox
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus"
 PROBLEM = (CORPUS / "problems" / "elementwise_silu_bias.py").read_text()
 
 # Light but real: one trial of the problem's inputs plus one extra distribution, short timing.
-CONFIG = EvalConfig(device="cpu", compile_baseline=False, trials=1, distributions=("mixed_sign",), iterations=10,
-                    warmup_ms=5.0, limits=Limits(wall_seconds=60, memory_bytes=4 << 30))
+CONFIG = EvalConfig(device="cpu", compile_baseline=False, trials=1, distributions=("mixed_sign",), min_rounds=2,
+                    max_rounds=3, batch_ms=10.0, limits=Limits(wall_seconds=60, memory_bytes=4 << 30))
 
 
 def candidate(name: str) -> str:

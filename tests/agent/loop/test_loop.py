@@ -3,11 +3,11 @@ import json
 
 import pytest
 
-from agent import loop
-from agent.evaluate import ProblemError
-from agent.loop import AgentState, Budgets
-from agent.policies.base import PolicyTurn
-from agent.policies.scripted import ScriptedPolicy, call, submit, write
+from agent.loop import runner as loop
+from agent.engine.evaluate import ProblemError
+from agent.loop.runner import AgentState, Budgets
+from agent.loop.policies.base import PolicyTurn
+from agent.loop.policies.scripted import ScriptedPolicy, call, submit, write
 from tests.agent.loop.conftest import PROBLEM, candidate
 
 
@@ -96,7 +96,7 @@ def test_it_feeds_back_a_wrong_kernel_and_refuses_to_submit_it(toolbox):
 @pytest.fixture(scope="module")
 def submitted(evaluator, wrong_right_submit):
     from tests.agent.loop.conftest import CONFIG
-    from agent.tools import Toolbox
+    from agent.loop.tools import Toolbox
 
     return _run(Toolbox(evaluator, CONFIG), wrong_right_submit, Budgets(max_turns=10))
 
@@ -174,11 +174,11 @@ def test_it_streams_the_policy_text(toolbox):
 
 
 def test_it_reads_an_installed_skill_and_lists_the_skills_in_the_prompt(toolbox):
-    from agent.tools import list_skills
+    from agent.loop.tools import list_skills
 
     skills = list_skills()
     if not skills:
-        pytest.skip("agent.skills is not installed in this checkout")
+        pytest.skip("agent.loop.skills is not installed in this checkout")
     state = _run(toolbox, [PolicyTurn("", [call("read_skill", {"name": skills[0]})])])
     assert not _tool_messages(state)[0].startswith("error:") and len(_tool_messages(state)[0]) > 100
     assert skills[0] in state.messages[0]["content"]

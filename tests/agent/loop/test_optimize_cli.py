@@ -1,8 +1,13 @@
 """`python -m agent optimize`: the scripted demo runs the real tools end to end with no model."""
 import json
 
+import pytest
+
 from agent.cli import main as cli_main
 from tests.agent.loop.conftest import CORPUS
+
+# Real processes (the agent's CLI, pip, a production Django): the slow tier.
+pytestmark = pytest.mark.slow
 
 PROBLEM = str(CORPUS / "problems" / "elementwise_silu_bias.py")
 

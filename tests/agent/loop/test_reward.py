@@ -1,4 +1,4 @@
-from agent.loop import reward
+from agent.loop.runner import reward
 
 
 def _summary(status="accepted", eager=None, compiled=None):

@@ -1,7 +1,7 @@
 import pytest
 
-from agent.policies.base import PolicyError, PolicyTurn
-from agent.policies.scripted import ScriptedPolicy, call
+from agent.loop.policies.base import PolicyError, PolicyTurn
+from agent.loop.policies.scripted import ScriptedPolicy, call
 
 
 def test_it_plays_the_turn_that_follows_the_conversation():

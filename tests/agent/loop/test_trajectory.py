@@ -1,7 +1,7 @@
 import json
 
-from agent.loop import AgentState, TurnRecord
-from agent.trajectory import final_reward, to_record
+from agent.loop.runner import AgentState, TurnRecord
+from agent.loop.trajectory import final_reward, to_record
 
 
 def _state(best=None) -> AgentState:

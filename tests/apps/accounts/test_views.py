@@ -17,3 +17,8 @@ def test_it_keeps_signup_closed_unless_the_setting_opens_it(client, settings, dj
     response = client.post("/accounts/signup/", {"username": "newbie", "password1": "a-long-pass-9876",
                                                  "password2": "a-long-pass-9876"})
     assert response.status_code == 302 and django_user_model.objects.filter(username="newbie").exists()
+
+
+def test_a_wrong_password_shows_one_message(client, owner):
+    page = client.post("/accounts/login/", {"username": "owner", "password": "wrong"}).content.decode()
+    assert page.count('class="error"') == 1 and page.count("errorlist") == 0 and 'id="login-error"' in page

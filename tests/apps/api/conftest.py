@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from apps.kernels.models import Kernel
 from apps.runs.models import Candidate, Run
-from apps.runs.services import append_event
+from apps.runs.events import append_event
 from tests.apps.batches.conftest import builtin_endpoint  # noqa: F401
 from tests.apps.cast import GOOD_CANDIDATE
 

@@ -1,7 +1,7 @@
 import pytest
 
 from apps.runs.models import Run
-from apps.runs.services import append_event
+from apps.runs.events import append_event
 from tests.apps.cast import GOOD_CANDIDATE
 from tests.apps.runs.drive import drive
 

@@ -7,7 +7,8 @@ from apps.batches import services
 from apps.batches.models import Batch, BatchItem
 from apps.kernels.models import Kernel
 from apps.problems.models import Problem
-from apps.problems.services import UploadRejected, create_problem
+from apps.core.errors import Refused
+from apps.problems.services import create_problem
 from apps.runs.models import Candidate, Run
 from tests.apps.runs.drive import drive
 
@@ -44,6 +45,10 @@ def test_the_report_computes_kernelbench_figures_from_stored_verdicts(owner, bui
     assert summary["fast_p"] == pytest.approx({"0": 0.6, "0.5": 0.6, "0.8": 0.4, "1": 0.4, "1.5": 0.2, "2": 0.2})
     assert summary["geomean_speedup_vs_eager"] == pytest.approx((0.6 * 1.2 * 3.0) ** (1 / 3))
     assert summary["geomean_speedup_vs_compile"] == pytest.approx(math.sqrt(0.5 * 1.0))
+    # Against the faster of the two: these verdicts predate speedup_vs_best, so it is the smaller speedup.
+    assert summary["geomean_speedup_vs_best"] == pytest.approx((0.5 * 1.0 * 3.0) ** (1 / 3))
+    assert summary["fast_p_vs_best"] == pytest.approx({"0": 0.6, "0.5": 0.4, "0.8": 0.4, "1": 0.2, "1.5": 0.2, "2": 0.2})
+    assert summary["geomean_sol_fraction"] is None  # no verdict carried one
     verdicts = [(r["verdict"], r["correct"], r["speedup_vs_eager"]) for r in report["rows"]]
     # An incorrect kernel's speed does not count; the unfinished run is pending.
     assert verdicts == [("accepted", True, 0.6), ("accepted", True, 1.2), ("accepted", True, 3.0),
@@ -59,9 +64,9 @@ def test_a_batch_with_no_correct_kernel_has_no_geomean(owner, builtin_endpoint):
 
 def test_it_refuses_an_empty_batch_and_a_problem_listed_twice(owner, problem, builtin_endpoint):
     config = services.RunConfig(endpoint=builtin_endpoint, budgets={})
-    with pytest.raises(UploadRejected, match="at least one"):
+    with pytest.raises(Refused, match="at least one"):
         services.start_batch(owner, [], config)
-    with pytest.raises(UploadRejected, match="twice"):
+    with pytest.raises(Refused, match="twice"):
         services.start_batch(owner, [problem, problem], config)
     assert not Batch.objects.exists() and not Run.objects.exists()
 

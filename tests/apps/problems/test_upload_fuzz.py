@@ -1,5 +1,5 @@
 """Property-based fuzzing (hypothesis) of upload validation: arbitrary bytes and text, and real modules with
-random edits. Reading never fails except with UploadRejected and a message; static validation never raises
+random edits. Reading never fails except with Refused and a message; static validation never raises
 and points only at lines that exist; the upload page answers a redirect or a 400 with the error, never a 500.
 Derandomized: the same examples on every run, so `make test` cannot flake on a new one."""
 from __future__ import annotations
@@ -9,8 +9,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from agent import validation
-from apps.problems.services import UploadRejected, read_source
+from agent.engine import validation
+from apps.core.errors import Refused
+from apps.problems.services import read_source
 from tests.apps.cast import GOOD_CANDIDATE, PROBLEM
 
 # Compiling fuzzed text warns about its escape sequences (the user's code, not ours).
@@ -50,8 +51,8 @@ def edited(draw, source: str) -> str:
 def test_reading_an_uploaded_file_gives_its_text_or_says_what_is_wrong(data, name):
     with override_settings(KSTUDIO_MAX_UPLOAD_BYTES=LIMIT):
         try:
-            text = read_source(SimpleUploadedFile(name, data), "", "problem module")
-        except UploadRejected as exc:
+            text = read_source(SimpleUploadedFile(name, data), "", what="problem module")
+        except Refused as exc:
             assert exc.message and name in exc.message
             if len(data) > LIMIT:
                 assert f"{LIMIT:,}-byte limit" in exc.message
@@ -69,12 +70,12 @@ def test_reading_pasted_text_gives_it_back_or_says_what_is_wrong(pasted):
     with override_settings(KSTUDIO_MAX_UPLOAD_BYTES=LIMIT):
         size = len(pasted.encode("utf-8"))
         try:
-            text = read_source(None, pasted, "problem module")
-        except UploadRejected as exc:
+            text = read_source(None, pasted, what="problem module")
+        except Refused as exc:
             assert (size > LIMIT and f"{size:,} bytes, over the {LIMIT:,}-byte limit" in exc.message) or \
                 (not pasted.strip() and "Nothing was uploaded" in exc.message)
         else:
-            assert text == pasted and size <= LIMIT and pasted.strip()
+            assert text == pasted.replace("\r\n", "\n") and size <= LIMIT and pasted.strip()
 
 
 def _check_report(report: validation.ValidationReport, source: str) -> None:

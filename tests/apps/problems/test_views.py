@@ -28,6 +28,7 @@ def test_it_creates_a_problem_from_pasted_code_and_shows_it(client, owner):
     response = client.post("/problems/new/", {"source": PROBLEM.read_text(), "name": "silu.py", **NAMES})
     problem = Problem.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/problems/{problem.pk}/"
+    assert problem.name == "silu"  # a problem is not a file: its name has no ".py"
     assert "Evaluate my kernel" in client.get(response["Location"]).content.decode()
 
 

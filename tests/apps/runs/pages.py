@@ -8,8 +8,8 @@ import pytest
 from apps.kernels.services import keep_accepted
 from apps.problems.services import sha256
 from apps.runs.models import Candidate, Run
-from apps.runs.services import append_event
-from tests.agent.test_diagnostics import GXX_LOG
+from apps.runs.events import append_event
+from tests.agent.engine.test_diagnostics import GXX_LOG
 from tests.apps.cast import BAD_BUILD_CANDIDATE, GOOD_CANDIDATE
 
 SPREAD = {"median_ms": 0.5, "p10_ms": 0.45, "p90_ms": 0.65, "min_ms": 0.44, "iterations": 10}
@@ -22,7 +22,11 @@ VERDICT = {
     "flags": [{"flag": "noisy_timing", "detail": "p10-p90 spread is 40% of the median"}],
     "timing": {"candidate_ms": 0.5, "eager_ms": 1.0, "compile_ms": None, "speedup_vs_eager": 2.0, "speedup_vs_compile": None,
                "candidate": SPREAD, "eager": {**SPREAD, "median_ms": 1.0}, "compile": None, "clock": "host",
-               "host_candidate_ms": 0.5, "compile_note": ""},
+               "host_candidate_ms": 0.5, "compile_note": "", "speedup_vs_best": 2.0, "interval_vs_best": [1.8, 2.2],
+               "sol_fraction": 0.25, "sol_ms": 0.125, "sol_bound": "memory",
+               "variants": [{"label": "variant1", "candidate_ms": 1.5, "eager_ms": 2.4, "compile_ms": None,
+                             "speedup_vs_eager": 1.6, "speedup_vs_compile": None, "speedup_vs_best": 1.6,
+                             "interval_vs_best": [1.5, 1.7], "rounds": 5, "verified_calls": 40, "converged": True}]},
     "build": {"backend": "cpp", "seconds": 1.0, "cache_hits": 1, "cache_misses": 0, "fast_path": "", "log": "built"},
     "profile": {"tool": "torch.profiler", "device": "cpu", "iterations": 5, "total_us": 900.0, "note": "self CPU time per operator",
                 "kernels": [{"name": "silu_bias", "calls": 5, "total_us": 800.0, "avg_us": 160.0, "pct": 88.9}]},

@@ -49,7 +49,7 @@ def test_the_studio_runs_the_agent_against_a_real_served_model_and_streams_it(st
                                             model=tiny_server.model, max_tokens=24, temperature=1.0, timeout_seconds=60)
     client = Client()
     client.force_login(owner)
-    run = start_agent_run(owner, problem, endpoint, {"turns": 2})
+    run = start_agent_run(owner, problem, endpoint, budgets={"turns": 2})
 
     events = watch(studio, run, client.cookies["sessionid"].value, seconds=240)
 

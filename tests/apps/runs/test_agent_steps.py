@@ -43,7 +43,7 @@ def test_the_model_s_mistakes_become_observations_and_the_run_ends_with_a_kept_k
         write(GOOD_CANDIDATE),
         {"text": "Done.", "tool_calls": [{"name": "submit", "arguments": {"candidate": "best"}}]},
     ])
-    run = drive(start_agent_run(owner, problem, endpoint, {"turns": 10}))
+    run = drive(start_agent_run(owner, problem, endpoint, budgets={"turns": 10}))
 
     assert run.status == Run.Status.FINISHED and run.message.startswith("Submitted"), run.message
     results = list(run.events.filter(kind="tool_result").order_by("seq").values_list("payload", flat=True))
@@ -64,6 +64,10 @@ def test_the_model_s_mistakes_become_observations_and_the_run_ends_with_a_kept_k
     order = kinds(run)
     assert order.index("token") < order.index("assistant") and order[-1] == "run_finished"
     assert "knowledge_recorded" in order
+    # Each evaluation's phases arrived as they started, named by the turn that asked for it (progress, not evidence).
+    phases = list(run.events.filter(kind="phase").order_by("seq").values_list("payload", flat=True))
+    assert {p["phase"] for p in phases} >= {"plan", "build", "reference", "candidate", "check", "timing"}, phases
+    assert {4, 5} <= {p["turn"] for p in phases} <= {3, 4, 5} and all(p["what"] and p["elapsed"] >= 0 for p in phases)
     # The training record: the whole conversation, per-turn rewards, the final reward.
     record = run.trajectory
     assert record["turns"] == 7 and record["status"] == "submitted" and record["final_reward"] >= 1
@@ -75,7 +79,7 @@ def test_the_model_s_mistakes_become_observations_and_the_run_ends_with_a_kept_k
 
 def test_it_stops_at_the_turn_budget_and_keeps_the_trajectory(owner, problem, fast_eval):
     endpoint = scripted("chatty", [{"text": f"thinking {i}"} for i in range(5)])
-    run = drive(start_agent_run(owner, problem, endpoint, {"turns": 2}))
+    run = drive(start_agent_run(owner, problem, endpoint, budgets={"turns": 2}))
     assert run.status == Run.Status.FINISHED and "turn budget spent (2 of 2 turns)" in run.message
     assert run.trajectory["turns"] == 2 and run.trajectory["final_reward"] == -1.0
     assert not Kernel.objects.exists() and kinds(run).count("assistant") == 2
@@ -83,7 +87,7 @@ def test_it_stops_at_the_turn_budget_and_keeps_the_trajectory(owner, problem, fa
 
 def test_cancelling_between_a_turn_and_its_tool_calls_answers_them_and_keeps_the_record(owner, problem, fast_eval):
     endpoint = scripted("cut", [write(GOOD_CANDIDATE)])
-    run = start_agent_run(owner, problem, endpoint, {"turns": 5})
+    run = start_agent_run(owner, problem, endpoint, budgets={"turns": 5})
     assert steps.execute(run.pk, Run.Stage.THINK).retry_in is None
     run.refresh_from_db()
     assert run.stage == Run.Stage.ACT and run.agent_state["pending"]
@@ -96,6 +100,22 @@ def test_cancelling_between_a_turn_and_its_tool_calls_answers_them_and_keeps_the
     # A worker that picks up the queued act step finds the run over and does nothing.
     assert steps.execute(run.pk, Run.Stage.ACT).retry_in is None
     assert not run.candidates.exists() and kinds(run)[-1] == "run_finished"
+
+
+def test_cancelling_a_run_whose_best_is_slower_than_pytorch_keeps_no_kernel_and_says_why(owner, problem, fast_eval):
+    endpoint = scripted("slow", [write(GOOD_CANDIDATE), {"text": "more"}])
+    run = start_agent_run(owner, problem, endpoint, budgets={"turns": 5})
+    assert steps.execute(run.pk, Run.Stage.THINK).retry_in is None
+    assert steps.execute(run.pk, Run.Stage.ACT).retry_in is None
+    run.refresh_from_db()
+    assert run.best_candidate is not None
+    fast_eval.KSTUDIO_LIBRARY_MIN_SPEEDUP = 999.0  # whatever the box measured, slower than the margin
+    assert cancel_run(run)
+    run.refresh_from_db()
+    assert not Kernel.objects.exists() and "kernel_saved" not in kinds(run)
+    assert "the library keeps kernels at least 999.00x faster" in run.events.get(kind="kernel_not_kept").payload["reason"]
+    assert run.trajectory["kept"] is False
+    assert run.knowledge_entries.get().status == "slower_than_pytorch"
 
 
 def test_an_endpoint_whose_key_is_missing_fails_the_run_saying_which_variable(owner, problem, fast_eval, monkeypatch):
@@ -114,14 +134,14 @@ def test_a_dead_endpoint_fails_the_run_with_the_url_it_tried(owner, problem, fas
 
 
 def test_a_second_run_on_a_similar_problem_is_offered_what_the_first_learnt(owner, problem, fast_eval):
-    first = drive(start_agent_run(owner, problem, scripted("first", [write(WRONG), write(GOOD_CANDIDATE)]), {"turns": 2}))
+    first = drive(start_agent_run(owner, problem, scripted("first", [write(WRONG), write(GOOD_CANDIDATE)]), budgets={"turns": 2}))
     assert first.best_candidate is not None, first.message
     titles = first.events.get(kind="knowledge_recorded").payload["titles"]
     assert titles, "the first run recorded knowledge-base entries"
 
     # Same operations, other sizes: a similar problem, uploaded separately.
     similar = create_problem(owner, "silu_bias_big.py", PROBLEM.read_text().replace("1024", "2048"))
-    second = drive(start_agent_run(owner, similar, scripted("second", [{"text": "reading notes"}]), {"turns": 1}))
+    second = drive(start_agent_run(owner, similar, scripted("second", [{"text": "reading notes"}]), budgets={"turns": 1}))
     started = second.events.get(kind="agent_started").payload
     assert started["knowledge"] and any(title in started["knowledge"] for title in titles)
     first_user_message = second.trajectory["messages"][1]["content"]
@@ -131,29 +151,29 @@ def test_a_second_run_on_a_similar_problem_is_offered_what_the_first_learnt(owne
 @pytest.mark.parametrize("budgets, expect", [({"turns": "many"}, "whole number"), ({"turns": 0}, "at least 1"),
                                              ({"gpu_seconds": -1}, "positive")])
 def test_bad_budgets_are_refused_with_the_budget_named(owner, problem, budgets, expect):
-    from apps.problems.services import UploadRejected
+    from apps.core.errors import Refused
 
     endpoint = scripted("b", [{"text": "x"}])
-    with pytest.raises(UploadRejected, match=expect):
-        start_agent_run(owner, problem, endpoint, budgets)
+    with pytest.raises(Refused, match=expect):
+        start_agent_run(owner, problem, endpoint, budgets=budgets)
     assert not Run.objects.exists()
 
 
 def test_budgets_above_the_studio_maximum_are_lowered_to_it(owner, problem, settings):
     settings.KSTUDIO_AGENT_MAX_TURNS = 7
-    run = start_agent_run(owner, problem, scripted("c", [{"text": "x"}]), {"turns": 1000})
+    run = start_agent_run(owner, problem, scripted("c", [{"text": "x"}]), budgets={"turns": 1000})
     assert run.budgets["turns"] == 7 and run.budgets["tokens"] == settings.KSTUDIO_AGENT_MAX_TOKENS
 
 
 def test_model_output_with_nul_characters_is_stored_not_fatal(owner, problem, fast_eval, monkeypatch):
     # Postgres refuses U+0000 in text and jsonb; tiny models emit it (the served model in
     # test_agent_e2e.py did). The run must go on with the character replaced.
-    from agent.policies.base import PolicyTurn
-    from agent.policies.scripted import ScriptedPolicy, call
+    from agent.loop.policies.base import PolicyTurn
+    from agent.loop.policies.scripted import ScriptedPolicy, call
 
     policy = ScriptedPolicy([PolicyTurn("odd \x00 bytes", [call("read_skill", '{"name": "\x00"}')])])
     monkeypatch.setattr("apps.endpoints.policies.policy_for", lambda endpoint, *args, **kwargs: policy)
-    run = drive(start_agent_run(owner, problem, scripted("nul", [{"text": "replaced by the policy above"}]), {"turns": 1}))
+    run = drive(start_agent_run(owner, problem, scripted("nul", [{"text": "replaced by the policy above"}]), budgets={"turns": 1}))
     assert run.status == Run.Status.FINISHED, run.message
     assistant = run.events.get(kind="assistant").payload
     assert assistant["text"] == "odd \ufffd bytes" and "\x00" not in run.trajectory["messages"][2]["content"]
@@ -164,8 +184,8 @@ def test_finished_agent_runs_export_as_a_loadable_dataset(owner, problem, fast_e
     import datasets
     from django.core.management import CommandError, call_command
 
-    drive(start_agent_run(owner, problem, scripted("one", [write(GOOD_CANDIDATE)]), {"turns": 1}))
-    drive(start_agent_run(owner, problem, scripted("two", [{"text": "nothing"}]), {"turns": 1}))
+    drive(start_agent_run(owner, problem, scripted("one", [write(GOOD_CANDIDATE)]), budgets={"turns": 1}))
+    drive(start_agent_run(owner, problem, scripted("two", [{"text": "nothing"}]), budgets={"turns": 1}))
     call_command("export_trajectories", str(tmp_path / "all"))
     rows = datasets.load_from_disk(str(tmp_path / "all"))
     assert rows.num_rows == 2 and sorted(rows["final_reward"])[0] == -1.0
@@ -179,7 +199,7 @@ def test_finished_agent_runs_export_as_a_loadable_dataset(owner, problem, fast_e
 
 def test_a_fresh_studio_optimizes_with_the_built_in_policy_out_of_the_box(owner, problem, fast_eval):
     endpoint = ModelEndpoint.objects.get(kind=ModelEndpoint.Kind.BUILTIN)  # created by a migration
-    run = drive(start_agent_run(owner, problem, endpoint, {"turns": 4}))
+    run = drive(start_agent_run(owner, problem, endpoint, budgets={"turns": 4}))
     assert run.status == Run.Status.FINISHED and run.message.startswith("Submitted"), run.message
     kernel = Kernel.objects.get()
     assert kernel.policy == f"builtin:{endpoint.name}" and kernel.candidate == run.best_candidate

@@ -9,7 +9,7 @@ from channels.testing import WebsocketCommunicator
 from apps.runs import live
 from apps.runs.models import Event, Run
 from apps.runs.routing import websocket_urlpatterns
-from apps.runs.services import append_event
+from apps.runs.events import append_event
 from tests.apps.cast import run  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -128,7 +128,7 @@ def _env(svc: Services) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     # A dead worker's claim is taken over after 4 s; Redis gives an unacknowledged message back after 15 s.
     return {**env, "DATABASE_URL": svc.database_url, "REDIS_URL": svc.redis_url, "KSTUDIO_DEVICE": "cpu",
-            "KSTUDIO_COMPILE_BASELINE": "false", "KSTUDIO_EVAL_ITERATIONS": "10", "KSTUDIO_STEP_LEASE_SECONDS": "4",
+            "KSTUDIO_COMPILE_BASELINE": "false", "KSTUDIO_EVAL_MIN_ROUNDS": "2", "KSTUDIO_EVAL_MAX_ROUNDS": "3", "KSTUDIO_STEP_LEASE_SECONDS": "4",
             "CELERY_VISIBILITY_TIMEOUT": "15", "DB_POOL_MIN": "1"}
 
 

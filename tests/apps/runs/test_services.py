@@ -3,10 +3,11 @@ import threading
 import pytest
 from django.db import connection
 
-from apps.problems.services import UploadRejected
-from apps.runs import steps
+from apps.core.errors import Refused
+from apps.runs import queues
 from apps.runs.models import Event, Run
-from apps.runs.services import append_event, cancel_run, resume_unfinished_runs, start_evaluation
+from apps.runs.events import append_event
+from apps.runs.services import cancel_run, resume_unfinished_runs, start_evaluation
 from tests.apps.cast import GOOD_CANDIDATE
 
 
@@ -14,7 +15,7 @@ from tests.apps.cast import GOOD_CANDIDATE
 def test_it_starts_an_evaluation_and_enqueues_the_build_on_commit(owner, problem, monkeypatch,
                                                                   django_capture_on_commit_callbacks):
     sent = []
-    monkeypatch.setattr(steps, "enqueue", lambda run_id, stage: sent.append((run_id, stage)))
+    monkeypatch.setattr(queues, "enqueue", lambda run_id, stage: sent.append((run_id, stage)))
     with django_capture_on_commit_callbacks(execute=True):
         run = start_evaluation(owner, problem, GOOD_CANDIDATE.read_text())
     assert run.status == Run.Status.QUEUED and run.stage == Run.Stage.BUILD
@@ -25,7 +26,7 @@ def test_it_starts_an_evaluation_and_enqueues_the_build_on_commit(owner, problem
 
 @pytest.mark.django_db
 def test_it_rejects_a_candidate_without_modelnew_and_creates_no_run(owner, problem):
-    with pytest.raises(UploadRejected) as info:
+    with pytest.raises(Refused) as info:
         start_evaluation(owner, problem, "import torch\nclass Model(torch.nn.Module):\n    pass\n")
     assert "ModelNew" in " ".join(i.message for i in info.value.issues)
     assert Run.objects.count() == 0
@@ -71,7 +72,7 @@ def test_it_cancels_a_run_once(owner, problem):
 @pytest.mark.django_db
 def test_it_requeues_every_unfinished_run(owner, problem, monkeypatch):
     sent = []
-    monkeypatch.setattr(steps, "enqueue", lambda run_id, stage: sent.append((run_id, stage)))
+    monkeypatch.setattr(queues, "enqueue", lambda run_id, stage: sent.append((run_id, stage)))
     a = Run.objects.create(problem=problem, owner=owner, status=Run.Status.RUNNING, stage=Run.Stage.EVALUATE)
     Run.objects.create(problem=problem, owner=owner, status=Run.Status.FINISHED, stage=Run.Stage.DONE)
     assert resume_unfinished_runs() == 1 and sent == [(a.pk, "evaluate")]

@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from apps.kernels.models import Kernel
 from apps.problems.services import create_problem
-from apps.runs import steps
+from apps.runs import evaluate_steps, steps
 from apps.runs.models import Run
 from apps.runs.services import start_evaluation
 from tests.apps.cast import BAD_BUILD_CANDIDATE, GOOD_CANDIDATE
@@ -45,7 +45,7 @@ def test_it_reports_a_build_error_and_keeps_no_kernel(owner, problem, fast_eval)
 # crash later (a flaky import, a stored problem from before the check), so the run must fail cleanly too.
 @pytest.mark.parametrize("body, expect", [("raise RuntimeError('boom at import')", "boom at import")])
 def test_it_fails_the_run_cleanly_when_the_problem_crashes_on_import(owner, fast_eval, body, expect, monkeypatch):
-    monkeypatch.setattr("apps.problems.services.check_in_sandbox", lambda source, names: {})
+    monkeypatch.setattr("apps.problems.services.check_in_sandbox", lambda source, names, **options: {})
     source = f"{body}\n" + (GOOD_CANDIDATE.parent.parent / "problems" / "elementwise_silu_bias.py").read_text()
     problem = create_problem(owner, "broken.py", source)  # passed its upload check; only the run finds out
     run = drive(start_evaluation(owner, problem, GOOD_CANDIDATE.read_text()))
@@ -62,7 +62,7 @@ def test_it_waits_for_a_fresh_claim_and_takes_over_a_stale_one(owner, problem, s
     Run.objects.filter(pk=run.pk).update(step_token="someone", step_claimed_at=timezone.now())
     assert steps.execute(run.pk, "build").retry_in > 30
 
-    monkeypatch.setitem(steps._WORK, Run.Stage.BUILD, lambda r, c: {"ok": False, "error": "stub", "import_error": None,
+    monkeypatch.setattr(evaluate_steps, "work_build", lambda r, c: {"ok": False, "error": "stub", "import_error": None,
                                                                     "build": {"backend": "cpp", "seconds": 0.0, "cache_hits": 0,
                                                                               "cache_misses": 0, "fast_path": "", "log": ""}})
     Run.objects.filter(pk=run.pk).update(step_claimed_at=timezone.now() - timedelta(seconds=61))
@@ -83,7 +83,7 @@ def test_it_discards_a_step_result_when_the_run_was_cancelled_meanwhile(owner, p
         return {"ok": True, "error": "", "import_error": None, "build": {"backend": "cpp", "seconds": 0.0, "cache_hits": 0,
                                                                          "cache_misses": 0, "fast_path": "", "log": ""}}
 
-    monkeypatch.setitem(steps._WORK, Run.Stage.BUILD, build_then_cancel)
+    monkeypatch.setattr(evaluate_steps, "work_build", build_then_cancel)
     steps.execute(run.pk, "build")
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED and not run.events.filter(kind="build").exists()
@@ -95,3 +95,15 @@ def test_it_skips_a_step_the_run_has_moved_past(owner, problem):
     before = run.events.count()
     assert steps.execute(run.pk, "build").retry_in is None
     assert run.events.count() == before
+
+
+def test_a_kernel_that_forgot_its_bias_is_reported_incorrect_first(owner, problem, fast_eval):
+    """Issue 24: a wrong kernel's verdict leads with the decisive finding (wrong output), not with a flag or a
+    caching suspicion its wrong values set off."""
+    forgot = GOOD_CANDIDATE.read_text().replace("yr[c] = v * sig + bp[c];", "yr[c] = v * sig;")
+    assert forgot != GOOD_CANDIDATE.read_text()
+    run = drive(start_evaluation(owner, problem, forgot))
+    verdict = run.candidates.get().stored_verdict
+    assert verdict.status == "incorrect" and verdict.message.startswith("incorrect"), verdict.message
+    assert run.message.startswith("Not accepted (incorrect"), run.message
+    assert not Kernel.objects.exists()

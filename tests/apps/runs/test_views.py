@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db
 def test_it_shows_the_verdict_panel_with_flags_in_words_and_the_timing_spread(client, owner, finished_run):
     client.force_login(owner)
     page = client.get(finished_run["run"].get_absolute_url()).content.decode()
-    assert "noisy_timing</code>: The timings varied a lot" in page
+    assert "noisy_timing</code>: The speedup" in page and "not a headline" in page
     assert 'id="timing-spread"' in page and "40.0%" in page  # (0.65 - 0.45) / 0.5
     assert "max abs error 6e-07" in page  # the largest of the three trials
     assert 'id="profile-table"' in page and "silu_bias" in page
@@ -43,3 +43,34 @@ def test_it_hides_candidates_and_diffs_of_a_private_run_from_a_stranger(client, 
     run = finished_run["run"]
     assert client.get(f"/runs/{run.pk}/candidates/1/").status_code == 404
     assert client.get(f"/runs/{run.pk}/diff/?a=1&b=2").status_code == 404
+
+
+def test_tokens_used_are_shown_only_where_a_language_model_spoke(client, owner, finished_run):
+    run = finished_run["run"]
+    client.force_login(owner)
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert 'id="tokens-used"' not in page and 'id="no-model"' in page  # a scripted policy speaks no tokens
+    run.config = {**run.config, "policy": "openai:vllm"}
+    run.save(update_fields=["config"])
+    assert 'id="tokens-used"' in client.get(run.get_absolute_url()).content.decode()
+
+
+def test_the_agent_form_offers_the_device_and_shows_the_default_budgets(client, owner, problem, settings):
+    from apps.endpoints.models import ModelEndpoint
+
+    ModelEndpoint.objects.get_or_create(kind="builtin", defaults={"name": "built-in"})
+    settings.KSTUDIO_AGENT_MAX_TURNS = 7
+    client.force_login(owner)
+    page = client.get(problem.get_absolute_url()).content.decode()
+    assert 'name="device"' in page and '<option value="cuda">' in page
+    assert 'name="turns" value="7"' in page and f'name="tokens" value="{settings.KSTUDIO_AGENT_MAX_TOKENS}"' in page
+
+
+def test_an_agent_run_started_from_the_page_runs_on_the_chosen_device(client, owner, problem):
+    from apps.endpoints.models import ModelEndpoint
+    from apps.runs.models import Run
+
+    endpoint, _ = ModelEndpoint.objects.get_or_create(kind="builtin", defaults={"name": "built-in"})
+    client.force_login(owner)
+    response = client.post(f"/runs/optimize/{problem.pk}/", {"endpoint": endpoint.pk, "device": "cuda", "turns": 2})
+    assert response.status_code == 302 and Run.objects.get().config["device"] == "cuda"

@@ -56,6 +56,11 @@ def test_it_runs_an_evaluation_in_a_real_worker_process(worker_env, owner, probl
     run = _wait(run, lambda r: r.is_terminal, 180)
     assert run.status == Run.Status.FINISHED and "Accepted" in run.message, run.message
     assert Kernel.objects.filter(candidate__run=run).exists() and _contiguous(run)
+    # The worker reported the evaluation's phases as they started, before its verdict.
+    kinds = list(run.events.order_by("seq").values_list("kind", "payload__phase"))
+    phases = [phase for kind, phase in kinds if kind == "phase"]
+    assert phases[:2] == ["plan", "build"] and "timing" in phases, kinds
+    assert [k for k, _ in kinds].index("phase") < [k for k, _ in kinds].index("verification")
 
 
 def test_it_resumes_a_run_after_its_worker_is_killed_mid_step(worker_env, owner, problem):
@@ -85,7 +90,7 @@ def test_an_agent_run_resumes_after_its_worker_is_killed_mid_tool_call(worker_en
               for p in (wrong, GOOD_CANDIDATE)] + [{"text": "Done.", "tool_calls": [{"name": "submit", "arguments": {}}]}]
     endpoint = ModelEndpoint.objects.create(name="script", kind=ModelEndpoint.Kind.SCRIPTED, script=script)
     first = worker_env()
-    run = start_agent_run(owner, problem, endpoint, {"turns": 5})
+    run = start_agent_run(owner, problem, endpoint, budgets={"turns": 5})
     _wait(run, lambda r: r.events.filter(kind="step_started", payload__stage="act").exists(), 180)
     os.killpg(first.pid, signal.SIGKILL)  # the worker and its sandbox, mid-evaluation of the first candidate
     first.wait()

@@ -26,7 +26,7 @@ def training_dir(settings, tmp_path: Path) -> Path:
 @pytest.fixture
 def finished_agent_run(owner):
     """An agent run that ended with an accepted, submitted candidate: its stored trajectory has the shape
-    agent.trajectory.to_record writes (built by tests/trainer/records.py from the agent's real prompt and tools)."""
+    agent.loop.trajectory.to_record writes (built by tests/trainer/records.py from the agent's real prompt and tools)."""
     from apps.problems.models import Problem
     from apps.runs.models import Run
     from tests.trainer import records

@@ -21,7 +21,7 @@ def test_it_writes_trajectories_and_problems_the_trainer_can_load(tmp_path: Path
     assert summary == {"trajectories": 1, "problems": 2}
     inputs = load_inputs(tmp_path / "data")
     assert inputs.trajectories.num_rows == 1 and inputs.trajectories[0]["final_reward"] == 2.0
-    assert sorted(p.name for p in inputs.problems) == ["row_sum.py", "silu_bias.py"]
+    assert sorted(p.name for p in inputs.problems) == ["row_sum.py", "silu_bias"]
     assert {p.device for p in inputs.problems} == {"cpu"}
 
 
@@ -35,7 +35,7 @@ def test_it_filters_trajectories_by_outcome_and_date(finished_agent_run) -> None
 
 
 def test_it_filters_problems_and_leaves_out_broken_ones(problem, finished_agent_run) -> None:
-    assert [r["name"] for r in dataset.problem_rows(DataFilters(problem_name_contains="SILU"), "cpu")] == ["silu_bias.py"]
+    assert [r["name"] for r in dataset.problem_rows(DataFilters(problem_name_contains="SILU"), "cpu")] == ["silu_bias"]
     assert len(dataset.problem_rows(DataFilters(max_problems=1), "cpu")) == 1
     problem.runtime_error = "ImportError: no module named foo"
     problem.save()

@@ -61,7 +61,7 @@ def test_a_train_worker_trains_the_model_and_registers_its_checkpoint(staff, tin
     assert "[pipeline] done" in run.log_tail and run.result["status"] == "succeeded"
     # The checkpoint is an endpoint the agent workers can load.
     endpoint = run.endpoint
-    assert endpoint.kind == ModelEndpoint.Kind.TRANSFORMERS and endpoint.enabled
+    assert endpoint.kind == ModelEndpoint.Kind.TRANSFORMERS and not endpoint.enabled  # an admin offers it
     assert endpoint.model == str(out / "final") and endpoint.name == "trained: training {0} (rft on one run)".format(run.pk)
     assert (out / "final" / "config.json").is_file() and (out / "final" / "tokenizer_config.json").is_file()
     endpoint.full_clean()

@@ -67,3 +67,14 @@ def test_it_reports_the_metrics_after_the_last_one_the_page_has(staff, tiny_chec
     assert [m["step"] for m in payload["metrics"]] == [1, 2] and payload["log"] == "[rft] step 1/2\n"
     assert payload["terminal"] is False and payload["endpoint"] is None
     assert [m["loss"] for m in services.status_payload(run, after=first.pk)["metrics"]] == [2.0]
+
+
+def test_a_trained_checkpoint_is_registered_disabled_so_no_user_is_offered_it_until_an_admin_enables_it(staff, tmp_path) -> None:
+    from apps.endpoints.models import ModelEndpoint
+    from apps.problems.forms import AgentRunForm
+    from apps.training.execution import register_endpoint
+
+    run = TrainingRun.objects.create(owner=staff, name="tiny", config={"stages": ["rft"]})
+    endpoint = register_endpoint(run.pk, tmp_path / "final")
+    assert endpoint.kind == ModelEndpoint.Kind.TRANSFORMERS and not endpoint.enabled
+    assert endpoint not in AgentRunForm().fields["endpoint"].queryset

@@ -16,27 +16,37 @@ def admin_user(django_user_model):
 
 
 @pytest.fixture
+def trainer(django_user_model):
+    """Staff with the training-run permissions the admin asks for (view, and change to cancel)."""
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user("trainer", password="trainer-pass-123", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=["view_trainingrun", "change_trainingrun"]))
+    return user
+
+
+@pytest.fixture
 def run(admin_user):
     return TrainingRun.objects.create(owner=admin_user, config={"stages": ["grpo_single", "rft"]},
                                       status=TrainingRun.Status.RUNNING, log_tail="[pipeline] stage 1/2: grpo_single\n")
 
 
-def test_it_shows_training_to_staff_only(client, member, staff, run) -> None:
+def test_it_shows_training_to_staff_with_the_permission_only(client, member, trainer, run) -> None:
     client.force_login(member)
     for url in (reverse("training:list"), run.get_absolute_url(), reverse("training:status", args=[run.pk])):
         response = client.get(url)
         assert response.status_code == 302 and "/admin/login/" in response["Location"], url
     assert "Training</a>" not in client.get(reverse("problems:list")).content.decode()
-    client.force_login(staff)
+    client.force_login(trainer)
     page = client.get(run.get_absolute_url()).content.decode()
     assert 'id="loss-chart"' in page and 'id="reward-chart"' in page and "grpo_single → rft" in page
     assert "chart.umd.min.js" in page and 'id="cancel-button"' in page
     assert "Training</a>" in client.get(reverse("problems:list")).content.decode()
 
 
-def test_it_serves_the_polled_status_and_refuses_a_bad_cursor(client, staff, run) -> None:
+def test_it_serves_the_polled_status_and_refuses_a_bad_cursor(client, trainer, run) -> None:
     TrainingMetric.objects.create(run=run, stage="grpo_single", step=1, loss=0.1, reward=-1.0, logged_at=1.0)
-    client.force_login(staff)
+    client.force_login(trainer)
     url = reverse("training:status", args=[run.pk])
     data = client.get(url).json()
     assert data["status"] == "running" and data["metrics"][0]["reward"] == -1.0 and "stage 1/2" in data["log"]
@@ -44,13 +54,32 @@ def test_it_serves_the_polled_status_and_refuses_a_bad_cursor(client, staff, run
     assert response.status_code == 400 and "whole number" in response.json()["error"]
 
 
-def test_it_cancels_from_the_page(client, staff, run) -> None:
-    client.force_login(staff)
+def test_it_cancels_from_the_page(client, trainer, run) -> None:
+    client.force_login(trainer)
     assert client.get(reverse("training:cancel", args=[run.pk])).status_code == 405
     response = client.post(reverse("training:cancel", args=[run.pk]))
     assert response.status_code == 302
     run.refresh_from_db()
     assert run.status == TrainingRun.Status.CANCELLING
+
+
+def test_staff_without_the_training_permission_are_refused_the_pages_as_by_the_admin(client, staff, run) -> None:
+    from django.contrib.auth.models import Permission
+
+    client.force_login(staff)
+    assert client.get(reverse("admin:training_trainingrun_changelist")).status_code == 403
+    for url in (reverse("training:list"), run.get_absolute_url(), reverse("training:status", args=[run.pk])):
+        assert client.get(url).status_code == 403, url
+    assert client.post(reverse("training:cancel", args=[run.pk])).status_code == 403
+    run.refresh_from_db()
+    assert run.status == TrainingRun.Status.RUNNING
+    assert "Training</a>" not in client.get(reverse("problems:list")).content.decode()
+    # The view permission alone shows the pages but not the cancel button, and cancel stays refused.
+    staff.user_permissions.add(Permission.objects.get(codename="view_trainingrun"))
+    page = client.get(run.get_absolute_url())
+    assert page.status_code == 200 and 'id="cancel-button"' not in page.content.decode()
+    assert client.post(reverse("training:cancel", args=[run.pk])).status_code == 403
+    assert "Training</a>" in client.get(reverse("problems:list")).content.decode()
 
 
 def test_it_cancels_from_the_admin_list(client, admin_user, run) -> None:

@@ -14,7 +14,7 @@ from transformers import AutoTokenizer
 from transformers.utils import get_json_schema
 from trl import GRPOTrainer
 
-from agent.policies.transformers_local import TransformersPolicy
+from agent.loop.policies.transformers_local import TransformersPolicy
 from trainer.data import load_inputs, multi_turn_dataset
 from trainer.environment import KernelEnvironment
 from trainer.rewards import Engine

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from agent.validation import validate_problem
+from agent.engine.validation import validate_problem
 from trainer.synthesis.cli import main
 from trainer.synthesis.dedup import fingerprint
 

@@ -3,7 +3,7 @@ import random
 
 import torch
 
-from agent.validation import validate_problem
+from agent.engine.validation import validate_problem
 from trainer.synthesis.catalogue import CPU_SIZES
 from trainer.synthesis.compose import random_chain, render
 

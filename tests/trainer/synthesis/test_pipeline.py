@@ -1,5 +1,5 @@
 """The loop keeps distinct problems, counts every rejection, and refuses near-duplicates of what exists."""
-from agent.validation import validate_problem
+from agent.engine.validation import validate_problem
 from trainer.synthesis.config import SynthesisConfig
 from trainer.synthesis.dedup import fingerprint
 from trainer.synthesis.pipeline import synthesize

@@ -1,6 +1,6 @@
 """`python manage.py export_trajectories OUT_DIR [--owner NAME] [--min-reward R] [--status S ...] [--jsonl FILE]`
 
-The stored agent runs as a Hugging Face `datasets` dataset (agent/export.py), the trainer's input."""
+The stored agent runs as a Hugging Face `datasets` dataset (agent/export/dataset.py), the trainer's input."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.runs.models import Run
+from agent.export import save, write_jsonl
+from apps.runs.selectors import trajectory_runs
 
 
 class Command(BaseCommand):
@@ -24,18 +25,8 @@ class Command(BaseCommand):
         parser.add_argument("--jsonl", type=Path, default=None, help="also write the records as JSON lines here")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from agent.export import save, write_jsonl
-
-        runs = Run.objects.filter(kind=Run.Kind.AGENT, trajectory__isnull=False).order_by("pk")
-        if options["owner"]:
-            runs = runs.filter(owner__username=options["owner"])
-        records = []
-        for pk, record in runs.values_list("pk", "trajectory"):
-            if options["min_reward"] is not None and record.get("final_reward", -1) < options["min_reward"]:
-                continue
-            if options["status"] and record.get("status") not in options["status"]:
-                continue
-            records.append({**record, "run": pk})
+        runs = trajectory_runs(owner=options["owner"] or "", min_reward=options["min_reward"], statuses=options["status"])
+        records = [{**record, "run": pk} for pk, record in runs.values_list("pk", "trajectory")]
         if not records:
             raise CommandError("no agent run matches: nothing to export (runs get a trajectory when they end)")
         out: Path = options["out"]

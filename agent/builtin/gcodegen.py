@@ -1,0 +1,611 @@
+"""Candidate modules from a whole-graph plan (graph.py): one generated kernel per Kernel step, the
+library anchors left to PyTorch, and a forward that runs the steps in order.
+
+Every kernel evaluates its (fused) input expression at coordinates: a view's element is
+offset + sum(coordinate_d * stride_d) of its base tensor, so broadcasting, slices, transposes, flips and
+reshapes that keep a layout cost index arithmetic, never a copy. Values are computed in float32 whatever
+the tensors' dtypes (float16/bfloat16 loads widen, stores round), as PyTorch's own kernels do.
+
+The same kernel bodies compile as CUDA (a block per output for reductions over the innermost
+dimension, a thread per output otherwise) and as C++ on PyTorch's thread pool for the CPU.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+from agent.builtin import ops
+from agent.builtin.codegen import MODULE, Variant, state_init, tensor_expr
+from agent.builtin.graph import GraphPlan, Kernel, Library, is_data
+from agent.builtin.lower import Expr, Leaf, contiguous
+
+_CUDA_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double",
+               "int64": "long long", "int32": "int", "int16": "short", "int8": "signed char", "uint8": "unsigned char",
+               "bool": "bool"}
+_CPU_TYPES = {**_CUDA_TYPES, "float16": "at::Half", "bfloat16": "at::BFloat16"}
+_SCALAR_TYPES = {"float32": "torch::kFloat32", "float16": "torch::kFloat16", "bfloat16": "torch::kBFloat16",
+                 "float64": "torch::kFloat64", "int64": "torch::kInt64", "int32": "torch::kInt32",
+                 "int16": "torch::kInt16", "int8": "torch::kInt8", "uint8": "torch::kUInt8", "bool": "torch::kBool"}
+_TORCH_DTYPES = {k: f"torch.{k}" for k in _SCALAR_TYPES}
+INTEGER = {"int64", "int32", "int16", "int8", "uint8"}
+
+# NaN-propagating max/min and (value, index) merging, for both devices (KS_FN is defined by each head).
+_PICK = r"""
+KS_FN float ks_pick(float a, float b, bool is_max) {
+    if (a != a) return a; if (b != b) return b; return is_max ? (a > b ? a : b) : (a < b ? a : b);
+}
+// (value, index) pairs: NaN wins (PyTorch's argmax/argmin), then the better value, then the lower index.
+KS_FN void ks_arg_merge(float& v, long long& i, float v2, long long i2, bool is_max) {
+    const bool n1 = v != v, n2 = v2 != v2;
+    bool take;
+    if (n1 || n2) take = n2 && (!n1 || i2 < i);
+    else take = (is_max ? v2 > v : v2 < v) || (v2 == v && i2 < i);
+    if (take) { v = v2; i = i2; }
+}
+"""
+
+_CUDA_HEAD = r"""#include <torch/extension.h>
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <vector>
+#define KS_FN __device__ __forceinline__
+#define KS_LAUNCH_CHECK() do { const cudaError_t e = cudaGetLastError(); \
+    TORCH_CHECK(e == cudaSuccess, "kernel launch failed: ", cudaGetErrorString(e)); } while (0)
+KS_FN float ks_ld(float x) { return x; }
+KS_FN float ks_ld(double x) { return (float)x; }
+KS_FN float ks_ld(__half x) { return __half2float(x); }
+KS_FN float ks_ld(__nv_bfloat16 x) { return __bfloat162float(x); }
+KS_FN float ks_ld(long long x) { return (float)x; }
+KS_FN float ks_ld(int x) { return (float)x; }
+KS_FN float ks_ld(short x) { return (float)x; }
+KS_FN float ks_ld(signed char x) { return (float)x; }
+KS_FN float ks_ld(unsigned char x) { return (float)x; }
+KS_FN float ks_ld(bool x) { return x ? 1.0f : 0.0f; }
+KS_FN void ks_st(float* p, long long i, float v) { p[i] = v; }
+KS_FN void ks_st(double* p, long long i, float v) { p[i] = v; }
+KS_FN void ks_st(__half* p, long long i, float v) { p[i] = __float2half(v); }
+KS_FN void ks_st(__nv_bfloat16* p, long long i, float v) { p[i] = __float2bfloat16(v); }
+template <class T> KS_FN void ks_st(T* p, long long i, float v) { p[i] = (T)v; }
+KS_FN void ks_st(bool* p, long long i, float v) { p[i] = v != 0.0f; }
+template <class T> KS_FN void ks_sti(T* p, long long i, long long v) { p[i] = (T)v; }
+// A value converted to a narrow float type and back: what PyTorch holds after the conversion.
+KS_FN float ks_round_float16(float x) { return __half2float(__float2half(x)); }
+KS_FN float ks_round_bfloat16(float x) { return __bfloat162float(__float2bfloat16(x)); }
+""" + ops.CUDA_MATH + _PICK + r"""
+// Block-wide reductions: warp shuffles, then one value per warp through shared memory. Safe to call
+// repeatedly (the barrier before the shared write orders it after the previous call's reads).
+KS_FN float ks_warp_sum(float v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }
+KS_FN float ks_warp_pick(float v, bool is_max) {
+    for (int o = 16; o > 0; o >>= 1) v = ks_pick(v, __shfl_xor_sync(0xffffffffu, v, o), is_max); return v;
+}
+__device__ float ks_block_sum(float v) {
+    __shared__ float red[32];
+    v = ks_warp_sum(v);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    const int warps = (blockDim.x + 31) >> 5;
+    float t = threadIdx.x < warps ? red[threadIdx.x] : 0.0f;
+    if (threadIdx.x < 32) t = ks_warp_sum(t);
+    if (threadIdx.x == 0) red[0] = t;
+    __syncthreads();
+    return red[0];
+}
+__device__ float ks_block_pick(float v, bool is_max) {
+    __shared__ float red[32];
+    v = ks_warp_pick(v, is_max);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    const int warps = (blockDim.x + 31) >> 5;
+    float t = threadIdx.x < warps ? red[threadIdx.x] : (is_max ? -INFINITY : INFINITY);
+    if (threadIdx.x < 32) t = ks_warp_pick(t, is_max);
+    if (threadIdx.x == 0) red[0] = t;
+    __syncthreads();
+    return red[0];
+}
+__device__ void ks_block_arg(float& v, long long& i, bool is_max) {
+    __shared__ float rv[32];
+    __shared__ long long ri[32];
+    for (int o = 16; o > 0; o >>= 1) {
+        const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+        const long long i2 = __shfl_xor_sync(0xffffffffu, i, o);
+        ks_arg_merge(v, i, v2, i2, is_max);
+    }
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) { rv[threadIdx.x >> 5] = v; ri[threadIdx.x >> 5] = i; }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int warps = (blockDim.x + 31) >> 5;
+        for (int w = 1; w < warps; ++w) ks_arg_merge(rv[0], ri[0], rv[w], ri[w], is_max);
+    }
+    __syncthreads();
+    v = rv[0]; i = ri[0];
+}
+"""
+
+_CPU_HEAD = r"""#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <cmath>
+#include <vector>
+#define KS_FN static inline
+template <class T> KS_FN float ks_ld(T x) { return static_cast<float>(x); }
+KS_FN float ks_ld(bool x) { return x ? 1.0f : 0.0f; }
+template <class T> KS_FN void ks_st(T* p, long long i, float v) { p[i] = static_cast<T>(v); }
+KS_FN void ks_st(bool* p, long long i, float v) { p[i] = v != 0.0f; }
+template <class T> KS_FN void ks_sti(T* p, long long i, long long v) { p[i] = static_cast<T>(v); }
+KS_FN float ks_round_float16(float x) { return static_cast<float>(static_cast<at::Half>(x)); }
+KS_FN float ks_round_bfloat16(float x) { return static_cast<float>(static_cast<at::BFloat16>(x)); }
+""" + _PICK + ops.CPU_MATH
+
+_EXTRA_UNARY = {
+    "expm1": "expm1f({a})", "log1p": "log1pf({a})", "log2": "log2f({a})", "log10": "log10f({a})",
+    "exp2": "exp2f({a})", "erf": "erff({a})", "erfc": "erfcf({a})", "tan": "tanf({a})", "floor": "floorf({a})",
+    "ceil": "ceilf({a})", "round": "rintf({a})", "trunc": "truncf({a})", "frac": "({a} - truncf({a}))",
+    "sign": "(({a} > 0.0f) ? 1.0f : (({a} < 0.0f) ? -1.0f : {a}))",
+    "sgn": "(({a} > 0.0f) ? 1.0f : (({a} < 0.0f) ? -1.0f : {a}))",
+    "isnan": "(({a}) != ({a}) ? 1.0f : 0.0f)", "isinf": "(fabsf({a}) == INFINITY ? 1.0f : 0.0f)",
+    "logical_not": "(({a}) == 0.0f ? 1.0f : 0.0f)", "bitwise_not": "(({a}) == 0.0f ? 1.0f : 0.0f)",
+    "asin": "asinf({a})", "acos": "acosf({a})", "atan": "atanf({a})", "sinh": "sinhf({a})", "cosh": "coshf({a})",
+}
+_SELECTS = {"compare": "(({0}) {op} ({1}) ? 1.0f : 0.0f)",
+            "logical": "((({0}) != 0.0f) {op} (({1}) != 0.0f) ? 1.0f : 0.0f)",
+            "where": "(({0}) != 0.0f ? ({1}) : ({2}))"}
+_EXTRA_BINARY = {
+    "div_trunc": "truncf({a} / {b})", "div_floor": "floorf({a} / {b})", "floor_divide": "floorf({a} / {b})",
+    "fmod": "fmodf({a}, {b})", "remainder": "({a} - floorf({a} / {b}) * {b})", "atan2": "atan2f({a}, {b})",
+    "copysign": "copysignf({a}, {b})",
+}
+
+
+def graph_variants(plan: GraphPlan, device: str) -> list[Variant]:
+    if device == "cpu":
+        return [Variant("every step a C++ loop nest on PyTorch's thread pool")]
+    return [Variant(f"{b} threads per block in every generated kernel", block=b) for b in (256, 128, 512)]
+
+
+def graph_source(plan: GraphPlan, variant: Variant, device: str) -> str:
+    cuda = device == "cuda"
+    parts = [_CUDA_HEAD if cuda else _CPU_HEAD]
+    names = []
+    for n, step in enumerate(plan.steps):
+        if isinstance(step, Kernel):
+            parts.append(_kernel(plan, step, f"k{n}", variant, cuda))
+            names.append(f"k{n}")
+    kernel = "\n\n".join(parts)
+    name = "ks_builtin_graph_" + hashlib.sha256(kernel.encode()).hexdigest()[:16]
+    decls = "\n".join(f"void {k}(std::vector<torch::Tensor> ts, int64_t stream);" for k in names)
+    if cuda:
+        build = (f'_ext = load_inline(name="{name}", cpp_sources={decls!r},\n'
+                 f'                   cuda_sources=KERNEL, functions={names!r}, extra_cuda_cflags=["-O3"])'
+                 if names else "_ext = None")
+    else:
+        build = (f'_ext = load_inline(name="{name}", cpp_sources=KERNEL, functions={names!r},\n'
+                 f'                   extra_cflags=["-O3", "-march=native", "-fno-trapping-math"])' if names else "_ext = None")
+    return MODULE.format(variant=f"whole-graph plan, {variant.label}", kernel=kernel, build=build,
+                         init=state_init(plan.state), forward=_forward(plan, cuda))
+
+
+def _view(plan: GraphPlan, leaf: Leaf) -> str:
+    base = tensor_expr(plan, leaf.source)
+    if leaf.offset == 0 and leaf.shape == plan.base_shape(leaf.source) and leaf.strides == contiguous(leaf.shape):
+        return base
+    return f"torch.as_strided({base}, {tuple(leaf.shape)!r}, {tuple(leaf.strides)!r}, {leaf.offset})"
+
+
+def _forward(plan: GraphPlan, cuda: bool) -> str:
+    args = ", ".join(f"arg{i}" for i in range(len(plan.inputs)))
+    lines = [f"    def forward(self, {args}):"]
+    tensor_inputs = [i for i, x in enumerate(plan.inputs) if "shape" in x]
+    device = f"arg{tensor_inputs[0]}.device" if tensor_inputs else \
+        (f"{tensor_expr(plan, 'state:' + plan.state[0]['name'])}.device" if plan.state else "None")
+    lines.append(f"        device = {device}")
+    for i in tensor_inputs:
+        lines.append(f"        arg{i} = arg{i}.contiguous()")
+    made: set[str] = set()
+    stream = "torch.cuda.current_stream().cuda_stream" if cuda else "0"
+    for n, step in enumerate(plan.steps):
+        if isinstance(step, Library):
+            call = [_view(plan, a) if isinstance(a, Leaf) else repr(a) for a in step.args]
+            lines.append(f"        {tensor_expr(plan, step.output)} = {_library_call(step.op, call)}.contiguous()")
+            made.add(step.output)
+            continue
+        for _, leaf in step.outputs:
+            if leaf.source not in made:
+                shape, dtype = plan.buffers[leaf.source]
+                lines.append(f"        {tensor_expr(plan, leaf.source)} = torch.empty({tuple(shape)!r}, "
+                             f"dtype={_TORCH_DTYPES[dtype]}, device=device)")
+                made.add(leaf.source)
+        tensors = [tensor_expr(plan, b) for b in _bases(step)] + [tensor_expr(plan, b) for b in _out_bases(step)]
+        lines.append(f"        _ext.k{n}([{', '.join(tensors)}], {stream})")
+    outs = [tensor_expr(plan, o) for o in plan.outputs]
+    lines.append(f"        return {outs[0] if plan.single else '(' + ', '.join(outs) + ',)'}")
+    return "\n".join(lines)
+
+
+def _library_call(op: str, a: list[str]) -> str:
+    if op == "mm":
+        return f"torch.mm({a[0]}, {a[1]})"
+    if op == "bmm":
+        return f"torch.bmm({a[0]}, {a[1]})"
+    if op == "addmm":
+        return f"torch.addmm({a[0]}, {a[1]}, {a[2]}, beta={a[3]}, alpha={a[4]})"
+    if op == "baddbmm":
+        return f"torch.baddbmm({a[0]}, {a[1]}, {a[2]}, beta={a[3]}, alpha={a[4]})"
+    return f"torch.ops.aten.convolution({', '.join(a)})"
+
+
+def _leaves(value: Any, found: list[Leaf]) -> list[Leaf]:
+    if isinstance(value, Leaf):
+        if is_data(value) and value not in found:
+            found.append(value)
+    elif isinstance(value, Expr):
+        for o in value.operands:
+            _leaves(o, found)
+    return found
+
+
+def _bases(step: Kernel) -> list[str]:
+    out: list[str] = []
+    for leaf in _leaves(step.source, []):
+        if leaf.source not in out:
+            out.append(leaf.source)
+    return out
+
+
+def _out_bases(step: Kernel) -> list[str]:
+    out: list[str] = []
+    for _, leaf in step.outputs:
+        if leaf.source not in out:
+            out.append(leaf.source)
+    return out
+
+
+# ------------------------------------------------------------------------------ expressions
+
+class _Eval:
+    """C statements computing a value at given coordinates (C expressions, one per dimension)."""
+
+    def __init__(self, plan: GraphPlan, bases: list[str], prefix: str, types: dict[str, str]) -> None:
+        self.plan, self.bases, self.prefix, self.types = plan, bases, prefix, types
+        self.lines: list[str] = []
+        self.names: dict[tuple[int, tuple[str, ...]], str] = {}
+        self.keep: list[Any] = []  # the values named, alive so their ids stay unique
+
+    def at(self, v: Any, coords: tuple[str, ...]) -> str:
+        if isinstance(v, float):
+            return ops.literal(v)
+        coords = coords[len(coords) - len(v.shape):] if v.shape else ()
+        key = (id(v), coords)
+        if key in self.names:
+            return self.names[key]
+        text = self._leaf(v, coords) if isinstance(v, Leaf) else self._expr(v, coords)
+        name = f"{self.prefix}{len(self.names)}"
+        self.lines.append(f"const float {name} = {text};")
+        self.names[key] = name
+        self.keep.append(v)
+        return name
+
+    def _leaf(self, leaf: Leaf, coords: tuple[str, ...]) -> str:
+        kind = leaf.source.split(":")[0]
+        if kind == "const":
+            return ops.literal(float(leaf.source[6:]))
+        index = offset_expr(leaf, coords)
+        if kind == "iota":
+            _, start, step = leaf.source.split(":")
+            return f"(float)({start}LL + {step}LL * ({index}))"
+        return f"ks_ld(p{self.bases.index(leaf.source)}[{index}])"
+
+    def _expr(self, e: Expr, coords: tuple[str, ...]) -> str:
+        params = dict(e.params)
+        if e.op == "gather":
+            src, index = e.operands
+            i = self.at(index, coords)
+            dim = params["dim"]
+            size = src.shape[dim]
+            picked = f"{self.prefix}g{len(self.names)}"
+            self.lines.append(f"long long {picked} = (long long){i}; if ({picked} < 0) {picked} += {size}LL;")
+            at = list(coords[len(coords) - len(src.shape):])
+            at[dim] = picked
+            return f"ks_ld(p{self.bases.index(src.source)}[{offset_expr(src, tuple(at))}])"
+        if e.op == "tile":
+            source = e.operands[0]
+            if isinstance(source, float):
+                return ops.literal(source)
+            inner = coords[len(coords) - len(source.shape):] if source.shape else ()
+            wrapped = tuple(c if c == "0" or size == 1 else f"({c} % {size}LL)" for c, size in zip(inner, source.shape))
+            wrapped = tuple("0" if size == 1 else c for c, size in zip(wrapped, source.shape))
+            return self.at(source, wrapped)
+        args = [self.at(o, coords) for o in e.operands]
+        if e.op == "convert":
+            dtype = params["dtype"]
+            if dtype == "bool":
+                return f"({args[0]} != 0.0f ? 1.0f : 0.0f)"
+            if dtype in INTEGER:
+                return f"truncf({args[0]})"
+            if dtype in ("float16", "bfloat16"):
+                return f"ks_round_{dtype}({args[0]})"
+            return args[0]
+        if e.op in _SELECTS:
+            return _SELECTS[e.op].format(*args, op=params.get("op"))
+        if e.op == "pow_const":
+            return ops.power(args[0], params["exponent"])
+        if e.op in _EXTRA_BINARY:
+            return _EXTRA_BINARY[e.op].format(a=args[0], b=args[1])
+        if e.op in ops.BINARY:
+            return ops.binary(e.op, args[0], args[1], params)
+        if e.op in _EXTRA_UNARY:
+            return _EXTRA_UNARY[e.op].format(a=args[0])
+        if e.op == "clamp":
+            return ops.UNARY["clamp"](args[0], params)
+        return ops.UNARY[e.op](args[0], params)
+
+
+def offset_expr(leaf: Leaf, coords: tuple[str, ...]) -> str:
+    terms = [str(leaf.offset)] if leaf.offset else []
+    for size, stride, c in zip(leaf.shape, leaf.strides, coords):
+        if size != 1 and stride != 0 and c != "0":
+            terms.append(f"{c} * {stride}LL" if stride != 1 else c)
+    return " + ".join(terms) or "0"
+
+
+def decompose(flat: str, shape: tuple[int, ...], prefix: str) -> tuple[list[str], tuple[str, ...]]:
+    """Statements naming each coordinate of flat index `flat` in `shape` (row-major)."""
+    lines, names = [], []
+    step = 1
+    steps = []
+    for size in reversed(shape):
+        steps.append(step)
+        step *= size
+    steps.reverse()
+    for d, (size, st) in enumerate(zip(shape, steps)):
+        if size == 1:
+            names.append("0")
+            continue
+        name = f"{prefix}{d}"
+        div = flat if st == 1 else f"({flat} / {st}LL)"
+        mod = div if d == 0 else f"({div} % {size}LL)"
+        lines.append(f"const long long {name} = {mod};")
+        names.append(name)
+    return lines, tuple(names)
+
+
+# --------------------------------------------------------------------------------- kernels
+
+def _signature(plan: GraphPlan, step: Kernel, cuda: bool) -> tuple[str, str, str, dict[str, str]]:
+    """(kernel parameters, host unpacking, launch arguments, base -> C type)."""
+    table = _CUDA_TYPES if cuda else _CPU_TYPES
+    params, host, launch, types = [], [], [], {}
+    bases, outs = _bases(step), _out_bases(step)
+    host.append(f'TORCH_CHECK(ts.size() == {len(bases) + len(outs)}, "expected {len(bases) + len(outs)} tensors");')
+    for k, base in enumerate(bases + outs):
+        shape, dtype = plan.base_info(base)
+        ctype = table[dtype]
+        types[base] = ctype
+        writable = k >= len(bases)
+        name = f"q{outs.index(base)}" if writable else f"p{k}"
+        const = "" if writable else "const "
+        params.append(f"{const}{ctype}* __restrict__ {name}")
+        host.append(f'TORCH_CHECK(ts[{k}].scalar_type() == {_SCALAR_TYPES[dtype]} && ts[{k}].numel() == {math.prod(shape)}LL '
+                    f'&& ts[{k}].is_contiguous(), "tensor {k} ({base}) must be a contiguous {dtype} tensor of shape {list(shape)}");')
+        host.append(f"{const}{ctype}* {name} = reinterpret_cast<{const}{ctype}*>(ts[{k}].data_ptr());")
+        launch.append(name)
+    return ", ".join(params), "\n    ".join(host), ", ".join(launch), types
+
+
+def _kernel(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool) -> str:
+    params, host, launch, types = _signature(plan, step, cuda)
+    builder = {"pointwise": _pointwise, "reduce": _reduce, "pool": _pool, "scan": _scan}[step.kind]
+    return builder(plan, step, name, variant, cuda, params, host, launch, types)
+
+
+def _body(lines: list[str], indent: int) -> str:
+    return "\n".join(" " * indent + line for line in lines)
+
+
+def _outputs(step: Kernel) -> dict[str, tuple[str, Leaf]]:
+    outs = _out_bases(step)
+    return {what: (f"q{outs.index(leaf.source)}", leaf) for what, leaf in step.outputs}
+
+
+def _grid_loop(cuda: bool, count: int, block: int, body: str, var: str = "i") -> str:
+    """A loop over `count` items: a grid-stride loop of threads on CUDA, at::parallel_for on the CPU."""
+    if cuda:
+        return (f"    for (long long {var} = (long long)blockIdx.x * blockDim.x + threadIdx.x; {var} < {count}LL; "
+                f"{var} += (long long)gridDim.x * blockDim.x) {{\n{body}\n    }}")
+    return (f"    at::parallel_for(0, {count}LL, 2048, [&](int64_t begin, int64_t end) {{\n"
+            f"    for (long long {var} = begin; {var} < end; ++{var}) {{\n{body}\n    }}\n    }});")
+
+
+def _wrap(name: str, params: str, host: str, launch: str, body: str, cuda: bool, blocks: int, block: int) -> str:
+    if cuda:
+        grid = max(1, min(blocks, 65535 * 8))
+        return (f"__global__ void __launch_bounds__({block}) {name}_kernel({params}) {{\n{body}\n}}\n\n"
+                f"void {name}(std::vector<torch::Tensor> ts, int64_t stream) {{\n    {host}\n"
+                f"    {name}_kernel<<<{grid}, {block}, 0, reinterpret_cast<cudaStream_t>(stream)>>>({launch});\n"
+                f"    KS_LAUNCH_CHECK();\n}}")
+    return (f"static void {name}_body({params}) {{\n{body}\n}}\n\n"
+            f"void {name}(std::vector<torch::Tensor> ts, int64_t stream) {{\n    {host}\n    {name}_body({launch});\n}}")
+
+
+def _pointwise(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool, params: str, host: str,
+               launch: str, types: dict[str, str]) -> str:
+    shape = step.shape
+    count = math.prod(shape)
+    ev = _Eval(plan, _bases(step), "v", types)
+    lines, coords = decompose("i", shape, "c")
+    value = ev.at(step.source, coords)
+    out, leaf = _outputs(step)["value"]
+    lines += ev.lines + [f"ks_st({out}, {offset_expr(leaf, coords)}, {value});"]
+    body = _grid_loop(cuda, count, variant.block, _body(lines, 8))
+    return _wrap(name, params, host, launch, body, cuda, -(-count // variant.block), variant.block)
+
+
+def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool, params: str, host: str,
+            launch: str, types: dict[str, str]) -> str:
+    shape, dims, kind = step.shape, step.params["dims"], step.params["kind"]
+    kept = tuple(s for d, s in enumerate(shape) if d not in dims)
+    red = tuple(shape[d] for d in dims)
+    outputs, reduced = math.prod(kept), math.prod(red)
+    block_mode = cuda and reduced >= 32 and (len(shape) - 1 in dims or outputs < 1024)
+    lines_o, kc = decompose("o", kept, "k")
+    lines_j, rc = decompose("j", red, "r")
+    coords: list[str] = []
+    ki = ri = 0
+    for d in range(len(shape)):
+        if d in dims:
+            coords.append(rc[ri])
+            ri += 1
+        else:
+            coords.append(kc[ki])
+            ki += 1
+
+    def load(prefix: str) -> tuple[list[str], str]:
+        ev = _Eval(plan, _bases(step), prefix, types)
+        value = ev.at(step.source, tuple(coords))
+        return lines_j + ev.lines, value
+    outs = _outputs(step)
+    is_max = "true" if kind in ("amax", "argmax") else "false"
+    if cuda and block_mode:
+        loop = "for (long long j = threadIdx.x; j < {R}LL; j += blockDim.x)".format(R=reduced)
+    else:
+        loop = f"for (long long j = 0; j < {reduced}LL; ++j)"
+    body: list[str] = []
+    if kind in ("sum", "mean", "prod", "amax", "amin", "any", "all"):
+        init = {"sum": "0.0f", "mean": "0.0f", "prod": "1.0f", "amax": "-INFINITY", "amin": "INFINITY",
+                "any": "0.0f", "all": "1.0f"}[kind]
+        lines, x = load("x")
+        update = {"sum": "acc += {x};", "mean": "acc += {x};", "prod": "acc *= {x};",
+                  "amax": "acc = ks_pick(acc, {x}, true);", "amin": "acc = ks_pick(acc, {x}, false);",
+                  "any": "acc = (acc != 0.0f || {x} != 0.0f) ? 1.0f : 0.0f;",
+                  "all": "acc = (acc != 0.0f && {x} != 0.0f) ? 1.0f : 0.0f;"}[kind].format(x=x)
+        body += [f"float acc = {init};", f"{loop} {{", *("    " + s for s in lines), f"    {update}", "}"]
+        if block_mode:
+            if kind in ("sum", "mean"):
+                body.append("acc = ks_block_sum(acc);")
+            elif kind in ("amax", "amin"):
+                body.append(f"acc = ks_block_pick(acc, {is_max});")
+            elif kind == "prod":
+                raise_prod = True  # noqa: F841 - products combine through shared memory below
+                body += ["__shared__ float pr[1024];", "pr[threadIdx.x] = acc; __syncthreads();",
+                         "if (threadIdx.x == 0) { for (int t = 1; t < blockDim.x; ++t) acc *= pr[t]; pr[0] = acc; }",
+                         "__syncthreads(); acc = pr[0];"]
+            else:
+                body.append(f"acc = {'ks_block_pick(acc, true)' if kind == 'any' else '-ks_block_pick(-acc, true)'};")
+        result = "acc / (float)" + str(reduced) if kind == "mean" else "acc"
+        out, _ = outs["value"]
+        body.append(("if (threadIdx.x == 0) " if block_mode else "") + f"ks_st({out}, o, {result});")
+    elif kind in ("argmax", "argmin"):
+        lines, x = load("x")
+        body += [f"float best = {'-INFINITY' if kind == 'argmax' else 'INFINITY'}; long long at = 0x7fffffffffffffffLL;",
+                 f"{loop} {{", *("    " + s for s in lines), f"    ks_arg_merge(best, at, {x}, j, {is_max});", "}"]
+        if block_mode:
+            body.append(f"ks_block_arg(best, at, {is_max});")
+        write = []
+        if "value" in outs:
+            write.append(f"ks_st({outs['value'][0]}, o, best);")
+        if "index" in outs:
+            write.append(f"ks_sti({outs['index'][0]}, o, at);")
+        body.append(("if (threadIdx.x == 0) " if block_mode else "") + "{ " + " ".join(write) + " }")
+    elif kind == "var_mean":
+        lines1, x1 = load("x")
+        lines2, x2 = load("y")
+        correction = step.params["correction"]
+        total = "ks_block_sum(s)" if block_mode else "s"
+        body += ["float s = 0.0f;", f"{loop} {{", *("    " + s for s in lines1), f"    s += {x1};", "}",
+                 f"const float mean = {total} / (float){reduced};", "float q = 0.0f;",
+                 f"{loop} {{", *("    " + s for s in lines2), f"    const float d = {x2} - mean; q += d * d;", "}",
+                 f"const float var = {'ks_block_sum(q)' if block_mode else 'q'} / "
+                 f"fmaxf(0.0f, (float){reduced} - {ops.literal(correction)});"]
+        write = []
+        for what, (out, _) in outs.items():
+            value = {"var": "var", "mean": "mean", "std": "sqrtf(var)"}[what]
+            write.append(f"ks_st({out}, o, {value});")
+        body.append(("if (threadIdx.x == 0) " if block_mode else "") + "{ " + " ".join(write) + " }")
+    else:
+        raise ValueError(kind)
+    inner = _body(lines_o + body, 8)
+    if block_mode:
+        text = f"    for (long long o = blockIdx.x; o < {outputs}LL; o += gridDim.x) {{\n{inner}\n    }}"
+        blocks = outputs
+    else:
+        text = _grid_loop(cuda, outputs, variant.block, inner, "o")
+        blocks = -(-outputs // variant.block)
+    return _wrap(name, params, host, launch, text, cuda, blocks, variant.block)
+
+
+def _pool(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool, params: str, host: str,
+          launch: str, types: dict[str, str]) -> str:
+    p = step.params
+    spatial, in_shape = p["spatial"], tuple(p["in_shape"])
+    outs = _outputs(step)
+    first = step.outputs[0][1]
+    out_shape = first.shape
+    count = math.prod(out_shape)
+    lead = len(out_shape) - spatial
+    lines, oc = decompose("i", out_shape, "o")
+    sizes = in_shape[lead:]
+    coords = list(oc[:lead])
+    loops_open, loops_close = [], []
+    for d in range(spatial):
+        o, size = oc[lead + d], sizes[d]
+        osize = out_shape[lead + d]
+        if p["adaptive"]:
+            lines += [f"const long long s{d} = ({o} * {size}LL) / {osize}LL;",
+                      f"const long long e{d} = (({o} + 1) * {size}LL + {osize}LL - 1) / {osize}LL;"]
+            loops_open.append(f"for (long long w{d} = s{d}; w{d} < e{d}; ++w{d}) {{")
+            coords.append(f"w{d}")
+        else:
+            k, s, pad, dil = p["kernel"][d], p["stride"][d], p["padding"][d], p["dilation"][d]
+            lines += [f"const long long s{d} = {o} * {s}LL - {pad}LL;"]
+            if p["kind"] == "avg":
+                lines += [f"const long long h{d} = s{d} + {k}LL < {size + pad}LL ? s{d} + {k}LL : {size + pad}LL;",
+                          f"const long long n{d} = h{d} - s{d};"]
+            loops_open.append(f"for (long long u{d} = 0; u{d} < {k}LL; ++u{d}) {{ const long long w{d} = s{d} + u{d} * {dil}LL;"
+                              f" if (w{d} < 0 || w{d} >= {size}LL) continue;")
+            coords.append(f"w{d}")
+        loops_close.append("}")
+    ev = _Eval(plan, _bases(step), "x", types)
+    value = ev.at(step.source, tuple(coords))
+    flat = " + ".join(f"w{d} * {math.prod(sizes[d + 1:])}LL" for d in range(spatial))
+    if p["kind"] == "max":
+        init = ["float best = -INFINITY; long long at = -1;"]
+        update = [f"if (at < 0 || {value} > best || {value} != {value}) {{ if (best == best) {{ best = {value}; at = {flat}; }} }}"]
+        write = [f"ks_st({outs['value'][0]}, i, best);"] if "value" in outs else []
+        if "index" in outs:
+            write.append(f"ks_sti({outs['index'][0]}, i, at);")
+    else:
+        init = ["float acc = 0.0f; long long n = 0;"]
+        update = [f"acc += {value}; ++n;"]
+        if p["adaptive"]:
+            divisor = "(float)n"
+        elif p.get("divisor"):
+            divisor = ops.literal(float(p["divisor"]))
+        elif p["count_include_pad"]:
+            divisor = "(float)(" + " * ".join(f"n{d}" for d in range(spatial)) + ")"
+        else:
+            divisor = "(float)n"
+        write = [f"ks_st({outs['value'][0]}, i, acc / {divisor});"]
+    body = lines + init + loops_open + ["    " + s for s in ev.lines + update] + loops_close + write
+    text = _grid_loop(cuda, count, variant.block, _body(body, 8))
+    return _wrap(name, params, host, launch, text, cuda, -(-count // variant.block), variant.block)
+
+
+def _scan(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool, params: str, host: str,
+          launch: str, types: dict[str, str]) -> str:
+    shape, dim, kind = step.shape, step.params["dim"], step.params["kind"]
+    lines_shape = shape[:dim] + shape[dim + 1:]
+    count = math.prod(lines_shape)
+    lines, lc = decompose("i", lines_shape, "l")
+    coords = list(lc[:dim]) + ["s"] + list(lc[dim:])
+    ev = _Eval(plan, _bases(step), "x", types)
+    value = ev.at(step.source, tuple(coords))
+    out, leaf = _outputs(step)["value"]
+    acc = "acc += " if kind == "sum" else "acc *= "
+    body = lines + [f"float acc = {'0.0f' if kind == 'sum' else '1.0f'};",
+                    f"for (long long s = 0; s < {shape[dim]}LL; ++s) {{", *("    " + x for x in ev.lines),
+                    f"    {acc}{value};", f"    ks_st({out}, {offset_expr(leaf, tuple(coords))}, acc);", "}"]
+    text = _grid_loop(cuda, count, variant.block, _body(body, 8))
+    return _wrap(name, params, host, launch, text, cuda, -(-count // variant.block), variant.block)

@@ -1,0 +1,345 @@
+"""The candidate's job: imports the candidate first, then does what the parent asks, one command at a time.
+
+Hostile territory (docs/threat-model.md): everything here, this code included, can be read and replaced by
+the candidate's own code once it is imported. So nothing here decides anything. The module is imported
+before any problem exists in this process (the problem's source, reference model, seeds and inputs never
+enter it); the constructor's arguments and the reference's weights arrive as data afterwards; each call's
+inputs arrive as data, written by the reference's job; timed batches run on inputs keyed by a number the
+parent draws as it starts them. The parent times the batches on its own clock and the reference's job
+checks every output. What the in-process checks below find is reported as flags that can only count
+against the candidate: their absence proves nothing, and the parent never relies on it.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from typing import Any, BinaryIO, Iterator
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from agent.engine.build.inline import ExtensionBuildError
+import agent.engine.evaluate.guards as guards
+from agent.engine.evaluate.batch import ping, as_list, parking, run_batch
+from agent.engine.evaluate.channel import JobEnd
+from agent.engine.evaluate.codec import write_result
+from agent.engine.evaluate.jobs import CANDIDATE_MODULE, extension_router, setup_device
+from agent.engine.evaluate.keyed import Pools
+from agent.engine.evaluate.inputs import to_device
+from agent.engine.evaluate.loader import exec_module
+from agent.engine.evaluate.memory import poison_blocks
+from agent.engine.evaluate.plan import build_model
+from agent.engine.evaluate.tensor_file import TensorFileReader, TensorFileWriter
+
+# How long a checked call's outputs must stay unchanged after it returned.
+_SETTLE_SECONDS = 0.02
+
+
+def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]) -> None:
+    command_fd, reply_fd, exchange_fd, outputs_fd = context["fds"][:4]
+    end = JobEnd(command_fd, reply_fd)
+    clocks = guards.Clocks()  # before the candidate's import: a clock replaced later is its own confession
+    device = payload["device"]
+    setup_device(device, context["limits"], payload.get("threads"))
+    census = _Census(frozenset(payload["allowed_ops"]) | guards.MEMORY_OPS, device)  # armed before the import
+    router = extension_router(payload, loadable=True)
+    try:
+        module = exec_module(payload["candidate_source"], CANDIDATE_MODULE, "candidate.py")
+    except ExtensionBuildError as exc:
+        end.reply({"fatal": True, "kind": "build_error", "error": str(exc), "log": exc.log,
+                   "build_records": router.report()})
+        return
+    except BaseException as exc:  # noqa: BLE001 - whatever the import raised is the candidate's verdict
+        end.reply({"fatal": True, "kind": "runtime_error", "error": _format_exception(exc), "build_records": router.report()})
+        return
+    state = _State(module, device, payload, exchange_fd, outputs_fd, census)
+    end.reply({"ready": True, "build_records": router.report()})
+    for command in end.commands():
+        try:
+            with torch.no_grad():  # as the reference's job handles its commands: the same conditions for both
+                reply = state.handle(command)
+        except BaseException as exc:  # noqa: BLE001 - the candidate's failure, reported as such
+            reply = {"fatal": True, "kind": "runtime_error", "error": _format_exception(exc)}
+        tampered = clocks.tampered()
+        if tampered:
+            reply.setdefault("flags", []).append({"flag": "timer_tampering", "detail": "replaced " + ", ".join(tampered)})
+            clocks.restore()
+        end.reply(reply)
+        if command.get("cmd") == "exit" or reply.get("fatal"):
+            break
+    write_result(result, {"ended_at": time.monotonic()})
+
+
+class _State:
+    def __init__(self, module: Any, device: str, payload: dict[str, Any], exchange_fd: int, outputs_fd: int,
+                 census: _Census) -> None:
+        self.module, self.device, self.payload, self.census = module, device, payload, census
+        self.exchange_fd, self.outputs_fd = exchange_fd, outputs_fd
+        self.model: Any = None
+        self.seen: dict[int, list[Any]] = {}  # the inputs of checked calls 0 and 1, the timed batches' bases
+        self.bases: list[list[Any]] = []
+        self.sizes: list[int] = []
+        self.pools = Pools(0)
+        self.parked = False
+
+    def move(self, where: str) -> None:
+        """The harness's own device state (the kept inputs, the keyed draws) to `where`: the sequential fallback
+        (memory.py) parks it on the host while the reference's job works. The candidate's model is its own."""
+        self.seen = {i: to_device(values, where) for i, values in self.seen.items()}
+        self.bases = [to_device(values, where) for values in self.bases]
+        self.pools = Pools(self.pools.seed)
+
+    def handle(self, command: dict[str, Any]) -> dict[str, Any]:
+        name = command.get("cmd")
+        parked = parking(self, name)
+        if parked is not None:
+            return parked
+        if name == "construct":
+            return self.construct(command)
+        if name == "call":
+            return self.call(command)
+        if name == "ping":
+            return ping(self.device)
+        if name == "census":
+            return {"flags": self.census.finish()}
+        if name == "bases":
+            self.pools = Pools(int(command["pool_seed"]))
+            self.bases = [self.seen[i] for i in command["from_calls"]] if "from_calls" in command else \
+                [self._inputs(command["layout"], f"base{i}", command["values"][i]) for i in range(2)]
+            self.seen = {}  # kept as the bases now: one copy each
+            return {"ok": True}
+        if name == "batch":
+            return run_batch(self.model, self.bases, [int(k) for k in command["keys"]], self.device, self.pools)
+        if name == "profile":
+            from agent.engine.profiling import torch_profiler_summary
+
+            args = self.bases[0]
+            with torch.no_grad():
+                return {"profile": torch_profiler_summary(lambda: self.model(*args), device=self.device)}
+        if name == "exit":
+            return {"ok": True}
+        raise ValueError(f"unknown command {name!r}")
+
+    def _inputs(self, layout: Any, prefix: str, described: list[Any]) -> list[Any]:
+        """Positional inputs: tensors from the exchange file, anything else as the JSON value it came as."""
+        reader = TensorFileReader(self.exchange_fd, layout)
+        values: list[Any] = []
+        for j, what in enumerate(described):
+            if isinstance(what, dict) and what.get("tensor"):
+                found = reader.device_tensor((prefix, j), self.device)
+                if found is None:
+                    raise ValueError(f"input {j} is missing from the exchange file")
+                values.append(found)
+            else:
+                values.append(what.get("value") if isinstance(what, dict) else None)
+        return values
+
+    def construct(self, command: dict[str, Any]) -> dict[str, Any]:
+        if not hasattr(self.module, "ModelNew"):
+            raise AttributeError("the candidate module defines no class ModelNew")
+        reader = TensorFileReader(self.exchange_fd, command["layout"])
+        init = [reader.device_tensors(self.device, "init", i)[0] if isinstance(v, dict) and v.get("tensor") else v
+                for i, v in enumerate(command["init"])]
+        self.model = build_model(self.module.ModelNew, init, int(command["weights_seed"]), self.device)
+        names = command["weights"]
+        state = {name: reader.device_tensors(self.device, "weight", i)[0] for i, name in enumerate(names)}
+        mine = self.model.state_dict() if hasattr(self.model, "state_dict") else {}
+        weights = "seeded"
+        if state and set(mine) == set(state) and all(mine[k].shape == state[k].shape for k in state):
+            self.model.load_state_dict(state)
+            weights = "copied"
+        return {"weights": weights}
+
+    def call(self, command: dict[str, Any]) -> dict[str, Any]:
+        index = int(command["index"])
+        args = self._inputs(command["layout"], "input", command["values"])
+        if index in (0, 1):
+            self.seen[index] = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        flags: list[dict[str, str]] = []
+        try:
+            outs = _checked_call(self.model, args, self.sizes, self.payload, flags, self.census, self.seen.get(index))
+        except BaseException as exc:  # noqa: BLE001 - what the checks found before it failed goes with the failure
+            return {"fatal": True, "kind": "runtime_error", "error": _format_exception(exc), "flags": flags}
+        self.sizes = [o.numel() * o.element_size() for o in outs]
+        writer = TensorFileWriter(self.outputs_fd)
+        for j, out in enumerate(outs):
+            writer.put(["out", j], out)
+        return {"layout": writer.layout, "flags": flags}
+
+
+class _Census(TorchFunctionMode):
+    """A second, independent record of the PyTorch compute the candidate's forward called: a TorchFunctionMode
+    pushed before the candidate's module is imported and popped after the checked calls (finish()). It sees
+    calls at PyTorch's Python API (torch.sigmoid, Tensor.__mul__, F.softmax...), where the dispatch-mode op
+    recorder sees ATen ops: popping the dispatch modes (torch.utils._python_dispatch._disable_current_modes) or
+    replacing a TorchDispatchMode's method does not switch it off, and a canary the harness runs after every
+    forward shows whether something else did. Both live in the candidate's process (docs/threat-model.md says
+    what that leaves). It counts only the forward's own top-level calls, by ATen name."""
+
+    FORWARD, CANARY = "forward", "canary"
+
+    def __init__(self, allowed: frozenset[str], device: str) -> None:
+        super().__init__()
+        self.allowed = allowed
+        self.calls = 0
+        self.canaries = 0
+        self.forbidden: dict[str, int] = {}
+        self.where: str | None = None
+        self.depth = 0
+        self.armed = True
+        self.result: list[dict[str, str]] | None = None
+        self.__enter__()
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if self.where is not None and self.depth == 0:
+            name = _aten_name(func)
+            if name is not None:
+                if self.where == self.CANARY and name == "exp":
+                    self.canaries += 1
+                elif self.where == self.FORWARD and name not in self.allowed and "*" not in self.allowed:
+                    self.forbidden[name] = self.forbidden.get(name, 0) + 1
+        self.depth += 1
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            self.depth -= 1
+
+    @contextlib.contextmanager
+    def forward(self) -> Iterator[None]:
+        self.calls += 1
+        self.where = self.FORWARD
+        try:
+            yield
+        finally:
+            self.where = None
+
+    def canary(self) -> None:
+        self.where = self.CANARY
+        try:
+            torch.exp(torch.ones(2))
+        finally:
+            self.where = None
+
+    def finish(self) -> list[dict[str, str]]:
+        if self.result is not None:
+            return self.result
+        try:
+            self.__exit__(None, None, None)
+        except Exception as exc:  # noqa: BLE001 - a census the candidate broke is a finding against it
+            self.result = [{"flag": "forbidden_torch_op", "detail": f"the op census was tampered with: {type(exc).__name__}: {exc}"[:500]}]
+            return self.result
+        self.result = []
+        if self.canaries < self.calls:
+            self.result.append({"flag": "forbidden_torch_op", "detail": f"the op census saw {self.canaries} of the harness's "
+                                f"{self.calls} canary calls: it was switched off or tampered with"})
+        if self.forbidden:
+            names = ", ".join(f"{k} x{v}" for k, v in sorted(self.forbidden.items(), key=lambda kv: -kv[1])[:8])
+            self.result.append({"flag": "forbidden_torch_op", "detail": f"the op census (a function mode armed before the "
+                                f"import) saw PyTorch compute calls outside the allow-list in forward: {names}"})
+        return self.result
+
+
+# Python operators on tensors and the ATen op each stands for (reflected and in-place forms too).
+_OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "floordiv": "floor_divide", "mod": "remainder",
+              "pow": "pow", "matmul": "matmul", "neg": "neg", "abs": "abs", "invert": "bitwise_not", "and": "bitwise_and",
+              "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
+              "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
+# ATen names that are no tensor compute (list and dict helpers that share a name with a Python method).
+_NOT_COMPUTE = frozenset({"get", "len", "format", "str", "list", "dim", "numel", "is_contiguous", "data_ptr", "element_size",
+                          "stride", "storage_offset", "is_floating_point", "is_complex", "__contains__", "keys", "values"})
+
+
+def _aten_name(func: Any) -> str | None:
+    """The ATen op a PyTorch API function stands for (Tensor.__mul__, __rmul__, __imul__ and mul_ -> mul), or None
+    for what is not one (attribute getters, __getitem__, the candidate's own functions)."""
+    name = getattr(func, "__name__", "") or ""
+    if name.startswith("__"):
+        bare = name.strip("_")
+        for prefix in ("", "r", "i"):
+            if bare.startswith(prefix) and bare[len(prefix):] in _OPERATORS:
+                return _OPERATORS[bare[len(prefix):]]
+        return None
+    name = name.rstrip("_")
+    if not name or name in _NOT_COMPUTE or not hasattr(torch.ops.aten, name):
+        return None
+    return name
+
+
+def _format_exception(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-6000:]
+
+
+def _poison(sizes: list[int], device: str) -> None:
+    """Fill freed allocator blocks of the outputs' sizes with NaN bytes, so a candidate that returns
+    uninitialised memory (hoping it holds a previous result) returns NaNs instead. As many blocks per size as the
+    memory plan allows for (memory.poison_blocks)."""
+    blocks = []
+    for nbytes in sizes:
+        for _ in range(poison_blocks(sum(sizes))):
+            blocks.append(torch.full((max(nbytes, 1),), 0xFF, dtype=torch.uint8, device=device))
+    del blocks
+
+
+def _checked_call(model: Any, args: list[Any], sizes: list[int], payload: dict[str, Any],
+                  flags: list[dict[str, str]], census: _Census, kept: list[Any] | None = None) -> list[torch.Tensor]:
+    """One correctness call with the in-process checks around it (advisory: see the module's docstring). `kept` is a
+    copy of the inputs made already (calls 0 and 1 keep theirs as the timed batches' bases): the mutation check
+    compares with it instead of a copy of its own (memory.py counts what is left)."""
+    device = payload["device"]
+    cuda = device == "cuda"
+
+    def flag(name: str, detail: str) -> None:
+        if not any(f["flag"] == name for f in flags):
+            flags.append({"flag": name, "detail": detail})
+
+    originals = kept if kept is not None else [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    _poison(sizes, device)
+    threads_before = guards.python_threads()
+    recorder = guards.OpRecorder(frozenset(payload["allowed_ops"]))
+    with torch.no_grad():
+        with recorder:
+            with census.forward():
+                raw = model(*args)
+            live = guards.recorder_is_live(recorder)
+        census.canary()
+    outs = as_list(raw)
+    bad_types = [type(o).__name__ for o in outs if type(o) is not torch.Tensor]
+    if bad_types:
+        flag("not_a_plain_tensor", f"forward returned {', '.join(bad_types)}, not plain torch.Tensor")
+        raise TypeError(f"the candidate returned {', '.join(bad_types)} instead of torch.Tensor outputs")
+    if cuda:
+        torch.cuda.current_stream().synchronize()
+    snapshot = [o.clone() for o in outs]
+    if cuda:
+        torch.cuda.synchronize()
+    time.sleep(_SETTLE_SECONDS)
+    changed = [i for i, (o, s) in enumerate(zip(outs, snapshot)) if not guards.bitwise_equal(o, s)]
+    if changed:
+        flag("side_stream" if cuda else "work_after_return",
+             f"output {changed[0]} kept changing after forward returned: work still running"
+             + (" on another stream" if cuda else " in the background"))
+    new_threads = guards.python_threads() - threads_before
+    if new_threads:
+        flag("background_thread", f"{len(new_threads)} Python thread(s) started by forward were still alive after it returned")
+    if not live:
+        flag("forbidden_torch_op", "the candidate disabled the dispatch mode that records PyTorch ops")
+    if recorder.forbidden:
+        names = ", ".join(f"{k} x{v}" for k, v in recorder.forbidden.most_common(8))
+        flag("forbidden_torch_op", f"forward ran PyTorch compute ops outside the allow-list: {names}")
+    if recorder.downgrades:
+        flag("precision_downgrade", "forward converted to lower precision: " + ", ".join(recorder.downgrades))
+    params = [*model.parameters(), *model.buffers()] if hasattr(model, "parameters") else []
+    for i, o in enumerate(outs):
+        for j, a in enumerate(args):
+            if isinstance(a, torch.Tensor) and guards.overlaps(o, a):
+                flag("output_aliases_input", f"output {i} shares memory with input {j}")
+        if any(guards.overlaps(o, p) for p in params):
+            flag("output_aliases_parameter", f"output {i} shares memory with a parameter or buffer")
+    for j, (a, before) in enumerate(zip(args, originals)):
+        if isinstance(a, torch.Tensor) and not guards.bitwise_equal(a, before):
+            flag("input_mutated", f"input {j} was modified by forward")
+    if cuda:
+        torch.cuda.synchronize()
+    return outs
+

@@ -1,0 +1,126 @@
+"""The trusted parent's line to each sandboxed job: it sends commands and reads replies, one JSON line each.
+
+The parent drives both jobs of an evaluation through these (session.py): nothing is decided by a job on its
+own. A reply from the candidate's job was written by a process that ran candidate code, so the parent
+trusts nothing in it: a line that is too long, not JSON, late or missing ends the exchange as the
+candidate's failure (ChannelError), and every field is checked where it is used.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import time
+from typing import Any, Callable, Iterator
+
+MAX_LINE = 4 << 20
+
+
+class ChannelError(RuntimeError):
+    """The job did not answer as the protocol says: it died, hung, or wrote something else."""
+
+
+class ParentEnd:
+    """The parent's ends: `send` a command, `receive` its reply. `job_fds()` are the ends the job gets."""
+
+    def __init__(self, alive: Callable[[], bool] | None = None) -> None:
+        self._commands = os.pipe()
+        self._replies = os.pipe()
+        self._buffer = b""
+        # Until the job's own copies are the only ones (close_job_ends), EOF cannot tell that it died: ask this.
+        self.alive = alive or (lambda: True)
+
+    def job_fds(self) -> tuple[int, int]:
+        return self._commands[0], self._replies[1]
+
+    def close_job_ends(self) -> None:
+        """Once the job has its copies: EOF on the reply pipe then means the job is gone."""
+        for fd in self.job_fds():
+            _close(fd)
+
+    def send(self, command: dict[str, Any]) -> float:
+        """Write one command; returns the parent's monotonic clock just after the write (a batch's start)."""
+        data = json.dumps(command).encode() + b"\n"
+        try:
+            os.write(self._commands[1], data)
+        except OSError as exc:
+            raise ChannelError("the job is gone: its command pipe is closed") from exc
+        return time.perf_counter()
+
+    def receive(self, seconds: float) -> tuple[dict[str, Any], float]:
+        """The next reply and the parent's clock at the moment its line was complete."""
+        deadline = time.monotonic() + seconds
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChannelError(f"the job did not answer within {seconds:.0f} s")
+            ready, _, _ = select.select([self._replies[0]], [], [], min(left, 0.2))
+            if not ready:
+                if not self.alive():
+                    raise ChannelError("the job ended without answering")
+                continue
+            chunk = os.read(self._replies[0], 1 << 16)
+            if not chunk:
+                raise ChannelError("the job ended without answering")
+            self._buffer += chunk
+            if len(self._buffer) > MAX_LINE and b"\n" not in self._buffer:
+                raise ChannelError(f"the job wrote a line over {MAX_LINE >> 20} MiB")
+        at = time.perf_counter()
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            reply = json.loads(line)
+        except ValueError as exc:
+            raise ChannelError("the job wrote a reply that is not JSON") from exc
+        if not isinstance(reply, dict):
+            raise ChannelError("the job wrote a reply that is not a JSON object")
+        if "error" in reply and reply.get("fatal"):
+            raise JobFailed(str(reply["error"])[:6000], reply)
+        return reply, at
+
+    def ask(self, command: dict[str, Any], seconds: float) -> dict[str, Any]:
+        self.send(command)
+        return self.receive(seconds)[0]
+
+    def close(self) -> None:
+        for fd in (*self._commands, *self._replies):
+            _close(fd)
+
+
+class JobFailed(ChannelError):
+    """The job answered that it cannot go on (the candidate raised, the problem failed...)."""
+
+    def __init__(self, message: str, reply: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.reply = reply
+
+
+class JobEnd:
+    """The job's ends: `commands()` yields each command, `reply` answers it."""
+
+    def __init__(self, command_fd: int, reply_fd: int) -> None:
+        self._in = os.fdopen(command_fd, "rb", buffering=0)
+        self._out = reply_fd
+
+    def commands(self) -> Iterator[dict[str, Any]]:
+        buffer = b""
+        while True:
+            while b"\n" not in buffer:
+                chunk = self._in.read(1 << 16)
+                if not chunk:
+                    return
+                buffer += chunk
+            line, buffer = buffer.split(b"\n", 1)
+            yield json.loads(line)
+
+    def reply(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message).encode() + b"\n"
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._out, view):]
+
+
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass

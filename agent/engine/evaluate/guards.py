@@ -1,0 +1,143 @@
+"""Checks that run in the candidate's process around each call: which PyTorch ops it ran, whether
+it tampered with clocks, left work running, mutated inputs or returned aliases."""
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# ATen ops that allocate, move, view or describe memory. A candidate may always use them: they
+# compute nothing of the problem's function.
+MEMORY_OPS = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "fill", "fill_", "zero_",
+    "scalar_tensor", "lift_fresh", "lift_fresh_copy", "copy_", "copy", "_to_copy", "clone", "contiguous",
+    "detach", "detach_", "alias", "resize_", "resize_as_", "set_", "_local_scalar_dense", "item",
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "t", "transpose", "permute",
+    "expand", "expand_as", "squeeze", "unsqueeze", "slice", "select", "narrow", "split", "split_with_sizes",
+    "chunk", "unbind", "flatten", "unflatten", "view_as", "movedim", "numpy_T", "_to_dense", "to",
+    "is_contiguous", "size", "stride", "numel", "dim", "sym_size", "sym_stride", "sym_numel",
+    "sym_storage_offset", "is_same_size", "record_stream", "_has_compatible_shallow_copy_type",
+    "arange", "_pin_memory", "is_pinned", "empty_permuted", "_unsafe_view_copy", "view_copy",
+})
+
+# Converting a floating value to one of these from a wider type is a precision downgrade.
+_NARROW = {torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2}
+
+
+class OpRecorder(TorchDispatchMode):
+    """Records every ATen op run while active, including those called from C++ extensions through
+    the dispatcher. Ops of other namespaces (an extension's own registered ops) are the candidate's."""
+
+    def __init__(self, allowed_compute: frozenset[str]) -> None:
+        super().__init__()
+        self.allowed = allowed_compute | MEMORY_OPS
+        self.any = "*" in allowed_compute  # config.ANY_OP: a sanity sweep's problem-as-candidate
+        self.forbidden: Counter[str] = Counter()
+        self.downgrades: Counter[str] = Counter()
+        self.seen = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        self.seen += 1
+        name = func.overloadpacket.__name__
+        if func.namespace in ("aten", "prims") and name not in self.allowed and not self.any:
+            self.forbidden[name] += 1
+        if name == "_to_copy":
+            target = kwargs.get("dtype")
+            source = args[0].dtype if args and isinstance(args[0], torch.Tensor) else None
+            if target in _NARROW and source is not None and source.is_floating_point and source not in _NARROW:
+                self.downgrades[f"{source} -> {target}"] += 1
+        return func(*args, **kwargs)
+
+
+def recorder_is_live(recorder: OpRecorder) -> bool:
+    """A canary op after the candidate returns: if the recorder does not see it, the candidate
+    switched dispatch modes off and its own ops went unrecorded."""
+    before = recorder.seen
+    torch.empty(1)
+    return recorder.seen > before
+
+
+# Clocks and synchronisation points the harness relies on. They are captured before the candidate
+# is imported and the harness only ever calls these captured originals.
+def _clock_table() -> dict[str, Callable[..., Any]]:
+    table: dict[str, Callable[..., Any]] = {
+        "time.perf_counter": time.perf_counter,
+        "time.perf_counter_ns": time.perf_counter_ns,
+        "time.monotonic": time.monotonic,
+        "time.monotonic_ns": time.monotonic_ns,
+        "time.time": time.time,
+        "time.sleep": time.sleep,
+        "torch.cuda.synchronize": torch.cuda.synchronize,
+        "torch.cuda._sleep": torch.cuda._sleep,
+        "torch.cuda.Event.record": torch.cuda.Event.record,
+        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+        "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
+        "torch.cuda.Stream.synchronize": torch.cuda.Stream.synchronize,
+        "torch.cuda.current_stream": torch.cuda.current_stream,
+        "torch.cuda.Event": torch.cuda.Event,
+    }
+    return table
+
+
+# Where each watched name lives, by the prefix of its dotted path.
+_OWNERS: dict[str, Any] = {"time": time, "torch.cuda": torch.cuda, "torch.cuda.Event": torch.cuda.Event,
+                           "torch.cuda.Stream": torch.cuda.Stream}
+
+
+def _resolve(path: str) -> Any:
+    module, _, attr = path.rpartition(".")
+    return getattr(_OWNERS[module], attr, None)
+
+
+@dataclass
+class Clocks:
+    """The original clocks, captured before any candidate code ran."""
+
+    originals: dict[str, Callable[..., Any]] = field(default_factory=_clock_table)
+
+    def tampered(self) -> list[str]:
+        return [path for path, original in self.originals.items() if _resolve(path) is not original]
+
+    def restore(self) -> None:
+        """Put the originals back so PyTorch's own code keeps working after tampering."""
+        for path, original in self.originals.items():
+            module, _, attr = path.rpartition(".")
+            if getattr(_OWNERS[module], attr, None) is not original:
+                setattr(_OWNERS[module], attr, original)
+
+    def perf_counter(self) -> float:
+        return self.originals["time.perf_counter"]()
+
+    def sleep(self, seconds: float) -> None:
+        self.originals["time.sleep"](seconds)
+
+
+def python_threads() -> set[int]:
+    return {t.ident for t in threading.enumerate() if t.ident is not None}
+
+
+def storage_span(t: torch.Tensor) -> tuple[int, int]:
+    storage = t.untyped_storage()
+    start = storage.data_ptr()
+    return start, start + storage.nbytes()
+
+
+def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device != b.device:
+        return False
+    (s1, e1), (s2, e2) = storage_span(a), storage_span(b)
+    return s1 < e2 and s2 < e1 and e1 > s1 and e2 > s2
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equality of bits, so NaNs compare equal to themselves (an unmodified NaN is unmodified)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)) if a.numel() else True

@@ -1,0 +1,226 @@
+"""Timed calls' inputs and their outputs' check, both keyed by a number the parent draws as the batch starts.
+
+Every timed call gets inputs no process could know before its batch began: each floating (and integer)
+tensor is an elementwise mix of two of the problem's own input sets, chosen by a mask drawn from the
+call's key (`derive`). The values stay in the problem's distribution, every call differs from every other
+in about half of every tensor's elements, and the mask has as many random bits as the tensor has elements,
+so no result can be prepared for it, whether cached by pointer, by sampled fingerprint or by structure (a
+product of a mixed matrix is a full product again).
+
+Every timed call's outputs are checked without moving them: each output is reduced to one keyed projection,
+the dot product with Gaussian weights drawn from the same key (`project`). The reference's job computes the
+same projection of the reference's outputs for the same key, and a bound on what outputs within the
+tolerance could change it (`projection_bound`): with weights w and elementwise errors |e_i| <= tol_i,
+sum(w_i e_i) is a sum of independent terms of spread |w_i| tol_i, so it exceeds six times
+sqrt(sum(w_i^2 tol_i^2)) with probability under 1e-8 (Hoeffding), while an output that is wrong in a
+fraction f of its elements by about its own magnitude moves it by about sqrt(f n) |y|: a few elements
+wrong in a million already fail.
+
+Both jobs run this module's code, the candidate's with whatever its own code changed in it: a wrong mix or
+projection there only makes its own outputs disagree with the reference's.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator
+
+import torch
+
+from agent.engine.evaluate.compare import tolerances
+
+SIGMAS = 6.0
+# The projection's own rounding (float32 dot products of up to ~1e9 terms), relative to sum |w_i y_i|.
+ROUNDING = 1e-5
+
+
+# Tensors up to this size get a fresh draw per call; larger ones combine two of POOL draws made once per
+# evaluation, with a keyed roll: K*(K-1)*n combinations are as unpredictable per call as a fresh draw, and cost a
+# few copies instead of a random-number generator (which on a CPU is several times the cost of a small kernel).
+FRESH_BELOW = 1 << 16
+POOL = 4
+# Tensors of PIECE elements or more keep POOL_LARGE draws (still n * POOL_LARGE * (POOL_LARGE - 1) combinations, each
+# as unpredictable per call), and are mixed and projected PIECE elements at a time: the timing's buffers stay a few
+# bytes per element plus pieces of bounded size (agent/engine/evaluate/memory.py counts them).
+PIECE = 1 << 26
+POOL_LARGE = 2
+
+
+def pool_size(numel: int) -> int:
+    return POOL if numel < PIECE else POOL_LARGE
+
+
+def weight_pool_size(numel: int) -> int:
+    """The projection's weight draws: one for a tensor that large (n rolls of one Gaussian draw: no error vector but
+    zero is orthogonal to all of them), where 4 bytes an element cost most."""
+    return POOL if numel < PIECE else 1
+
+
+def _seed(key: int, salt: int) -> int:
+    return (key * 1_000_003 + salt) % (1 << 63)
+
+
+def _generator(device: torch.device, key: int, salt: int) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(_seed(key, salt))
+
+
+class Pools:
+    """The draws the keyed inputs and projections are made from, per tensor shape; identical in every job that
+    gets the same seed (the parent sends it with the base sets)."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self._masks: dict[tuple[Any, ...], list[torch.Tensor]] = {}
+        self._weights: dict[tuple[Any, ...], list[torch.Tensor]] = {}
+        self._differences: dict[int, torch.Tensor] = {}
+
+    def mask(self, shape: torch.Size, device: torch.device, key: int, j: int, dtype: torch.dtype = torch.bool) -> torch.Tensor:
+        """A keyed elementwise choice between the base sets: bool on a GPU (for torch.where), 0/1 in `dtype` on
+        the CPU (for a multiply-add: torch.where with a bool mask is ~10x slower there than the kernels it times)."""
+        numel = math.prod(shape)
+        if numel < FRESH_BELOW:
+            mask = torch.empty(shape, dtype=torch.bool, device=device).bernoulli_(0.5, generator=_generator(device, key, j))
+            return mask if dtype == torch.bool else mask.to(dtype)
+        pool = self._mask_pool(numel, device, dtype)
+        first, second, shift = _pick(key, j, numel)
+        if dtype == torch.bool:
+            return (pool[first] ^ _roll(pool[second], shift)).view(shape)
+        return pool[first].sub(_roll(pool[second], shift)).abs_().view(shape)
+
+    def _mask_pool(self, numel: int, device: torch.device, dtype: torch.dtype) -> list[torch.Tensor]:
+        pool = self._masks.get((numel, str(device), dtype))
+        if pool is None:
+            pool = [torch.empty(numel, dtype=torch.bool, device=device).bernoulli_(0.5, generator=_generator(device, self.seed, 7000 + i)).to(dtype)
+                    for i in range(pool_size(numel))]
+            self._masks[(numel, str(device), dtype)] = pool
+        return pool
+
+    def mixed(self, j: int, a: torch.Tensor, b: torch.Tensor, key: int) -> torch.Tensor:
+        """torch.where(mask, a, b) with the keyed mask (bool), made PIECE elements at a time: no mask or roll of the
+        whole tensor is ever made."""
+        numel = a.numel()
+        if numel < FRESH_BELOW:
+            return torch.where(self.mask(a.shape, a.device, key, j), a, b)
+        pool = self._mask_pool(numel, a.device, torch.bool)
+        first, second, shift = _pick(key, j, numel)
+        out = torch.empty(a.shape, dtype=a.dtype, device=a.device)
+        flat, a_flat, b_flat = out.view(-1), a.reshape(-1), b.reshape(-1)
+        for start in range(0, numel, PIECE):
+            stop = min(start + PIECE, numel)
+            mask = pool[first][start:stop] ^ _rolled(pool[second], shift, start, stop)
+            torch.where(mask, a_flat[start:stop], b_flat[start:stop], out=flat[start:stop])
+        return out
+
+    def difference(self, j: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """a - b for input j of the base sets, computed once."""
+        found = self._differences.get(j)
+        if found is None:
+            found = self._differences[j] = a - b
+        return found
+
+    def weight_pieces(self, numel: int, device: torch.device, key: int, j: int) -> Iterator[tuple[int, int, torch.Tensor]]:
+        """The projection's keyed weights for an output of `numel` elements, as (start, stop, weights[start:stop])
+        pieces of at most PIECE elements."""
+        if numel < FRESH_BELOW:
+            yield 0, numel, torch.randn(numel, generator=_generator(device, key, 1000 + j), device=device, dtype=torch.float32)
+            return
+        pool = self._weights.get((numel, str(device)))
+        if pool is None:
+            pool = [torch.randn(numel, generator=_generator(device, self.seed, 9000 + i), device=device, dtype=torch.float32)
+                    for i in range(weight_pool_size(numel))]
+            self._weights[(numel, str(device))] = pool
+        first, _, shift = _pick(key, 1000 + j, numel)
+        first %= len(pool)
+        for start in range(0, numel, PIECE):
+            stop = min(start + PIECE, numel)
+            yield start, stop, _rolled(pool[first], shift, start, stop)
+
+
+def _roll(flat: torch.Tensor, shift: int) -> torch.Tensor:
+    """flat.roll(shift) of a 1-D tensor as one copy of two slices (torch.roll is ~40x slower on a CPU)."""
+    return torch.cat([flat[-shift:], flat[:-shift]]) if shift else flat
+
+
+def _rolled(flat: torch.Tensor, shift: int, start: int, stop: int) -> torch.Tensor:
+    """_roll(flat, shift)[start:stop] without the whole roll: element i is flat[(i - shift) mod n]."""
+    n = flat.numel()
+    begin, length = (start - shift) % n, stop - start
+    if begin + length <= n:
+        return flat[begin:begin + length]
+    return torch.cat([flat[begin:], flat[:length - (n - begin)]])
+
+
+def _pick(key: int, salt: int, numel: int) -> tuple[int, int, int]:
+    """Two different pool entries and a shift, from the call's key."""
+    size = pool_size(numel)
+    mixed = _seed(key, salt) * 0x9E3779B97F4A7C15 % (1 << 64)
+    first = mixed % size
+    second = (first + 1 + (mixed >> 8) % (size - 1)) % size
+    return first, second, int((mixed >> 16) % numel)
+
+
+def derive(bases: list[list[Any]], key: int, pools: Pools) -> list[Any]:
+    """Inputs for one timed call: every tensor of more than one element is mixed elementwise from the two
+    base sets by a mask chosen by `key`; anything else is the first set's."""
+    first, second = bases[0], bases[-1]
+    out: list[Any] = []
+    for j, (a, b) in enumerate(zip(first, second)):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() > 1 and a.shape == b.shape \
+                and a.dtype == b.dtype:
+            if a.device.type == "cpu" and a.is_floating_point():
+                # b + mask * (a - b): a where the mask is 1 (to rounding, alike in every job), b where it is 0
+                out.append(torch.addcmul(b, pools.mask(a.shape, a.device, key, j, a.dtype), pools.difference(j, a, b)))
+            else:
+                out.append(pools.mixed(j, a, b, key))
+        else:
+            out.append(a)
+    return out
+
+
+def _values(out: torch.Tensor) -> torch.Tensor:
+    """An output's values as float32, with non-finite values counted as zero (in both jobs alike)."""
+    return out.detach().reshape(-1).to(torch.float32).nan_to_num(0.0, 0.0, 0.0)
+
+
+def project(outputs: list[torch.Tensor], key: int, pools: Pools) -> torch.Tensor:
+    """One keyed projection per output, non-finite terms counted as zero. On a GPU a device tensor, so that a batch
+    synchronises only once, at its end; on the CPU a plain dot product (non-finite results redone)."""
+    sums = []
+    for j, o in enumerate(outputs):
+        total = torch.zeros((), device=o.device)
+        flat = o.detach().reshape(-1)
+        for start, stop, weights in pools.weight_pieces(o.numel(), o.device, key, j):
+            piece = flat[start:stop]
+            if o.device.type == "cpu":
+                value = torch.dot(weights, piece if piece.dtype == torch.float32 else piece.to(torch.float32))
+                total = total + (value if bool(torch.isfinite(value)) else torch.dot(weights, _values(piece)))
+            else:
+                total = total + weights.mul(piece).nan_to_num_(0.0, 0.0, 0.0).sum(dtype=torch.float32)
+        sums.append(total)
+    return torch.stack(sums)
+
+
+def projection_bound(refs: list[torch.Tensor], key: int, pools: Pools, rtol: float | None,
+                     atol_scale: float | None) -> list[float]:
+    """For each reference output: how far a candidate's projection may be from the reference's and still come
+    from outputs within the tolerance the checked calls use (compare.py)."""
+    bounds = []
+    for j, ref in enumerate(refs):
+        if ref.numel() == 0:
+            bounds.append(0.0)
+            continue
+        flat = ref.detach().reshape(-1)
+        r_tol, scale = tolerances(ref.dtype, rtol, atol_scale)
+        magnitude = max(float(_values(flat[i:i + PIECE]).abs().max()) for i in range(0, flat.numel(), PIECE))
+        variance = rounding = 0.0
+        for start, stop, weights in pools.weight_pieces(ref.numel(), ref.device, key, j):
+            values = _values(flat[start:stop])
+            tol = values.abs().mul_(r_tol).add_(scale * magnitude)
+            variance += float(torch.dot(weights.square(), tol.square()).clamp_min(0.0))
+            rounding += float(torch.dot(weights.abs(), values.abs()))
+        bounds.append(SIGMAS * variance ** 0.5 + ROUNDING * rounding + 1e-30)
+    return bounds
+
+
+def agree(got: list[float], expected: list[float], bounds: list[float]) -> bool:
+    return len(got) == len(expected) == len(bounds) and all(
+        isinstance(g, (int, float)) and math.isfinite(g) and abs(g - e) <= b for g, e, b in zip(got, expected, bounds))

@@ -1,0 +1,264 @@
+"""The reference's job: the problem's own model, every input, every check, and the baselines' batches.
+
+It runs the user's problem and our code, never a candidate's (another sandbox, another pid namespace, not
+dumpable), and does what the parent asks, one command at a time (session.py):
+
+  weights            the constructor's arguments and the model's weights, written to the exchange file
+  inputs {index}     checked call `index`'s inputs (drawn from the secret seed), written to the exchange file
+  compare {index, layout}   the reference's outputs for that call against the candidate's (outputs file)
+  bases              the two input sets every timed batch mixes (keyed.py)
+  compile            torch.compile the model and warm it up
+  batch {model, keys}  a timed batch of eager, compiled or null calls (null: only the keyed inputs and
+                     projections, the harness's own share of every batch, which the parent takes off)
+  verify {keys}      the reference's projection of each key's outputs and the bound a candidate's must meet
+  work               the least work any correct kernel does (bytes, FLOPs) and the device's copy bandwidth
+  park               the sequential fallback (memory.py): its device state to the host until the next command
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import asdict
+from typing import Any, BinaryIO
+
+import torch
+
+from agent.engine.evaluate.batch import ping, as_list, parking, probe_ms, run_batch
+from agent.engine.evaluate.channel import JobEnd
+from agent.engine.evaluate.codec import write_result
+from agent.engine.evaluate.compare import compare_outputs
+from agent.engine.evaluate.jobs import PROBLEM_MODULE, hardware_facts, setup_device, work_estimate
+from agent.engine.evaluate.keyed import Pools, derive, project, projection_bound
+from agent.engine.evaluate.loader import exec_module
+from agent.engine.evaluate.memory import CHUNK_BYTES
+from agent.engine.evaluate.inputs import to_device
+from agent.engine.evaluate.plan import TrialPlan, build_model, variant_count
+from agent.engine.evaluate.tensor_file import TensorFileReader, TensorFileWriter
+import agent.engine.sandbox.isolation as isolation
+
+_PROBE_US = 100.0
+
+
+def reference(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]) -> None:
+    isolation._libc.prctl(isolation.PR_SET_DUMPABLE, 0, 0, 0, 0)
+    command_fd, reply_fd, exchange_fd, outputs_fd = context["fds"][:4]
+    end = JobEnd(command_fd, reply_fd)
+    device = payload["device"]
+    started = time.monotonic()
+    try:
+        setup_device(device, context["limits"], payload.get("threads"))
+        state = _State(payload, device, exchange_fd, outputs_fd)
+    except BaseException as exc:  # noqa: BLE001 - the problem's own failure: the user's to fix
+        end.reply({"fatal": True, "error": _describe(exc)})
+        return
+    end.reply({"ready": True, "labels": state.plan.labels(), "hardware": hardware_facts(device),
+               "toolchain": {"torch": torch.__version__, "torch_cuda": torch.version.cuda},
+               "setup_seconds": time.monotonic() - started})
+    for command in end.commands():
+        try:
+            reply = state.handle(command)
+        except BaseException as exc:  # noqa: BLE001 - the problem failed on this command
+            reply = {"fatal": True, "error": _describe(exc)}
+        end.reply(reply)
+        if command.get("cmd") == "exit" or reply.get("fatal"):
+            break
+    write_result(result, {"ended_at": time.monotonic()})
+
+
+def _put_values(writer: TensorFileWriter, prefix: str, values: list[Any]) -> list[Any]:
+    """Tensors into the exchange file (key [prefix, position]); what is not a tensor (a scalar get_inputs()
+    returns, a list of ints) goes as a JSON value: [{"tensor": true} or {"value": v}, ...]."""
+    described: list[Any] = []
+    for j, value in enumerate(values):
+        if isinstance(value, torch.Tensor):
+            writer.put([prefix, j], value)
+            described.append({"tensor": True})
+        else:
+            described.append({"value": _plain(value, j)})
+    return described
+
+
+def _plain(value: Any, position: int) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)) and all(v is None or isinstance(v, (bool, int, float, str)) for v in value):
+        return list(value)
+    raise TypeError(f"get_inputs() returned a {type(value).__name__} at position {position}: inputs must be tensors, "
+                    "numbers, strings or lists of them")
+
+
+def _describe(exc: BaseException) -> str:
+    import traceback
+
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-6000:]
+
+
+class _State:
+    def __init__(self, payload: dict[str, Any], device: str, exchange_fd: int, outputs_fd: int) -> None:
+        self.payload, self.device = payload, device
+        self.exchange_fd, self.outputs_fd = exchange_fd, outputs_fd
+        self.tolerances = (payload.get("rtol"), payload.get("atol_scale"))
+        self.problem = exec_module(payload["problem_source"], PROBLEM_MODULE, "problem.py")
+        self.plan = dataclasses.replace(TrialPlan.from_payload(payload["plan"]), variants=variant_count(self.problem))
+        self.init = self.plan.init_inputs(self.problem, device)
+        self.model = build_model(getattr(self.problem, self.plan.names["model"]), self.init, self.plan.weights_seed, device)
+        self.inputs: dict[int, list[Any]] = {}
+        self.base_calls: list[int] = []  # the checked calls whose inputs are the timed batches' two bases
+        self.parked = False
+        self.stand_ins: list[torch.Tensor] = []
+        self.compiled: Any = None
+        self.pools = Pools(0)
+        self.probe_cycles = 0
+
+    @property
+    def bases(self) -> list[list[Any]]:
+        return [self.inputs[i] for i in self.base_calls]
+
+    def handle(self, command: dict[str, Any]) -> dict[str, Any]:
+        name = command.get("cmd")
+        parked = parking(self, name)
+        if parked is not None:
+            return parked
+        with torch.no_grad():
+            if name == "ping":
+                return ping(self.device)
+            if name == "weights":
+                return self.weights()
+            if name == "inputs":
+                return self.write_inputs(int(command["index"]))
+            if name == "compare":
+                return self.compare(int(command["index"]), command.get("layout"))
+            if name == "bases":
+                self.pools = Pools(int(command["pool_seed"]))
+                return self.set_bases() if command.get("variant") is None else self.set_variant_bases(int(command["variant"]))
+            if name == "compile":
+                return self.compile()
+            if name == "batch":
+                return self.batch(command["model"], [int(k) for k in command["keys"]])
+            if name == "verify":
+                return self.verify([int(k) for k in command["keys"]])
+            if name == "work":
+                return {"work": work_estimate(self.model, self.bases[0] if self.bases else self._call_inputs(0), self.device)}
+            if name == "exit":
+                return {"ok": True}
+        raise ValueError(f"unknown command {name!r}")
+
+    def move(self, where: str) -> None:
+        """Everything this job keeps on the device, to `where`; the keyed draws are dropped (redrawn from their seed,
+        identically, when next used)."""
+        if hasattr(self.model, "to"):
+            self.model.to(where)
+        self.inputs = {i: to_device(values, where) for i, values in self.inputs.items()}
+        self.stand_ins = [t.to(where) for t in self.stand_ins]
+        self.pools = Pools(self.pools.seed)
+
+    def weights(self) -> dict[str, Any]:
+        writer = TensorFileWriter(self.exchange_fd)
+        init: list[Any] = []
+        for i, value in enumerate(self.init):
+            if isinstance(value, torch.Tensor):
+                writer.put(["init", i, 0], value)
+                init.append({"tensor": True})
+            else:
+                init.append(value)
+        state = self.model.state_dict()
+        for i, tensor in enumerate(state.values()):
+            writer.put(["weight", i, 0], tensor)
+        return {"init": init, "weights": list(state), "layout": writer.layout, "weights_seed": self.plan.weights_seed}
+
+    def _call_inputs(self, index: int) -> list[Any]:
+        if index not in self.inputs:
+            self.inputs[index] = self.plan.inputs(self.problem, index, self.device)
+        return self.inputs[index]
+
+    def write_inputs(self, index: int) -> dict[str, Any]:
+        writer = TensorFileWriter(self.exchange_fd)
+        return {"layout": writer.layout, "values": _put_values(writer, "input", self._call_inputs(index))}
+
+    def compare(self, index: int, layout: Any) -> dict[str, Any]:
+        """The reference's outputs for call `index`, compared with the candidate's when it gave a layout."""
+        raw = self.model(*self._call_inputs(index))
+        refs = as_list(raw)
+        shapes = [{"shape": list(o.shape), "dtype": str(o.dtype)} for o in refs]
+        if index not in (0, 1):
+            self.inputs.pop(index, None)
+        if not self.stand_ins:
+            self.stand_ins = [o.clone() for o in refs]  # the null batch projects outputs like the real ones
+        if layout is None:
+            return {"outputs": shapes, "returns_sequence": isinstance(raw, (tuple, list))}
+        try:
+            got = TensorFileReader(self.outputs_fd, layout).tensors("out")  # host mappings, read onto the device in pieces
+        except ValueError as exc:
+            return {"outputs": shapes, "comparison": {"passed": False, "max_abs_error": float("inf"),
+                    "max_rel_error": float("inf"), "atol": 0.0, "rtol": 0.0, "mismatched": 0, "numel": 0,
+                    "note": f"the candidate's outputs could not be read: {exc}"}}
+        piece = CHUNK_BYTES // max(max((o.element_size() for o in refs), default=1), 1)
+        return {"outputs": shapes, "comparison": asdict(compare_outputs(refs, got, *self.tolerances, piece=piece))}
+
+    def set_bases(self) -> dict[str, Any]:
+        """Checked calls 0 and 1 when the plan has two trials (the candidate kept their inputs); else call 0's
+        and one more set of the problem's own, written to the exchange file."""
+        if self.plan.trials >= 2:
+            self.base_calls = [0, 1]
+            self.stand_ins = self.stand_ins or [o.clone() for o in as_list(self.model(*self.bases[0]))]
+            return {"from_calls": [0, 1]}
+        self.base_calls = [0, len(self.plan.labels())]
+        for index in self.base_calls:
+            self._call_inputs(index)
+        self.stand_ins = self.stand_ins or [o.clone() for o in as_list(self.model(*self.bases[0]))]
+        writer = TensorFileWriter(self.exchange_fd)
+        values = [_put_values(writer, f"base{i}", base) for i, base in enumerate(self.bases)]
+        return {"layout": writer.layout, "values": values}
+
+    def set_variant_bases(self, k: int) -> dict[str, Any]:
+        """Variant k's two base sets (fresh draws of its shapes, never a checked call's), written to the exchange file;
+        the sets timed before are dropped, and the null batch's stand-ins take the variant's output shapes."""
+        for index in self.base_calls:
+            if index not in (0, 1):
+                self.inputs.pop(index, None)
+        first, second = -2 * (k + 1), -2 * (k + 1) - 1  # keys of no checked call
+        self.inputs[first] = self.plan.variant_inputs(self.problem, k, "base0", self.device)
+        self.inputs[second] = self.plan.variant_inputs(self.problem, k, "base1", self.device)
+        self.base_calls = [first, second]
+        self.stand_ins = [o.clone() for o in as_list(self.model(*self.bases[0]))]
+        writer = TensorFileWriter(self.exchange_fd)
+        values = [_put_values(writer, f"base{i}", base) for i, base in enumerate(self.bases)]
+        return {"layout": writer.layout, "values": values}
+
+    def compile(self) -> dict[str, Any]:
+        started = time.monotonic()
+        try:
+            compiled = torch.compile(self.model)
+            compiled(*derive(self.bases, 1, self.pools))
+            compiled(*derive(self.bases, 2, self.pools))
+        except Exception as exc:  # noqa: BLE001 - a problem torch.compile cannot handle has no compile baseline
+            return {"error": f"torch.compile failed: {type(exc).__name__}: {exc}"[:2000]}
+        self.compiled = compiled
+        return {"seconds": time.monotonic() - started}
+
+    def batch(self, model: str, keys: list[int]) -> dict[str, Any]:
+        if model == "null":
+            stand_ins = self.stand_ins
+            fn = lambda *args: stand_ins  # noqa: E731 - the harness's share of a batch, without the call
+        else:
+            fn = self.compiled if model == "compile" else self.model
+        probe = self._probe() if self.device == "cuda" else None
+        reply = run_batch(fn, self.bases, keys, self.device, self.pools)
+        if probe is not None:
+            reply["probe_ms"] = probe
+        return reply
+
+    def _probe(self) -> float:
+        from agent.engine.evaluate.timing import busy_cycles
+
+        if not self.probe_cycles:
+            self.probe_cycles = max(1, int(busy_cycles() * _PROBE_US / 200.0))
+        return probe_ms(self.probe_cycles)
+
+    def verify(self, keys: list[int]) -> dict[str, Any]:
+        expected, bounds = [], []
+        for key in keys:
+            refs = as_list(self.model(*derive(self.bases, key, self.pools)))
+            expected.append(project(refs, key, self.pools).cpu().tolist())
+            bounds.append(projection_bound(refs, key, self.pools, *self.tolerances))
+        return {"expected": expected, "bounds": bounds}

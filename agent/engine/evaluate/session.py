@@ -1,0 +1,509 @@
+"""One evaluation's two jobs, driven by the trusted parent (docs/threat-model.md says why it is built so).
+
+The reference's job (the problem, our code) and the candidate's job (the candidate, and our code that its code
+can change) start together, each in its own sandbox, and from then on each does only what the parent asks,
+one command at a time (channel.py):
+
+1. The candidate's job imports the candidate before anything of the problem exists in it; once it is ready it
+   gets the constructor's arguments and the reference's weights, as data.
+2. Checked calls: the reference's job writes call i's inputs (drawn from the secret seed, which never leaves
+   it and the parent) to the exchange file, the candidate's job runs its forward on them and writes its
+   outputs, the reference's job compares.
+3. Timing, in rounds: the candidate's batch, then (with the candidate's processes stopped) eager's, torch.compile's
+   and the null batches, in alternating order, all on keys the parent draws as it sends each round. The
+   parent's own clock times every batch; the null batch (the harness's share: keyed inputs and projections,
+   run by the reference's job) is taken off. Each candidate call's projection is checked against the
+   reference's for the same key (keyed.py). Rounds go on until the speedup's interval is narrow enough.
+"""
+from __future__ import annotations
+
+import math
+import secrets
+import signal
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.engine.evaluate.channel import ChannelError, JobFailed, ParentEnd
+from agent.engine.evaluate.config import EvalConfig
+from agent.engine.evaluate.keyed import agree
+from agent.engine.evaluate.plan import VARIANT
+from agent.engine.evaluate.progress import SILENT, Progress
+from agent.engine.sandbox.client import Job, JobControl, JobResult, Sandbox
+
+# The parent's pipe round trip is ~50-100 us; batches this long keep it under 1% of each.
+_MIN_CALLS, _MAX_CALLS = 1, 20_000
+# A candidate's batch holds at most this many times eager's calls: every one of them is checked by running the
+# reference, so a candidate that claims to be faster than that gets shorter batches, not a longer turn.
+_CHECKED_PER_EAGER = 32
+_GRACE = 5.0  # seconds past a job's wall-clock limit the parent waits: the sandbox kills it first, and says so
+_CONTENDED = 1.3  # a reference batch whose device probe took this much longer than the fastest: the GPU was busy
+
+
+class ProblemFailed(RuntimeError):
+    """The reference's job failed: the problem itself is at fault, not the candidate."""
+
+
+@dataclass
+class Measured:
+    """Per round, each function's time per call (ms) on the parent's clock, the harness's share taken off."""
+
+    candidate: list[float] = field(default_factory=list)
+    eager: list[float] = field(default_factory=list)
+    compile: list[float] = field(default_factory=list)
+    candidate_events: list[float] = field(default_factory=list)  # the candidate's own device events: a cross-check
+    calls: dict[str, int] = field(default_factory=dict)
+    contended: int = 0
+    verified_calls: int = 0
+    mismatched_calls: list[int] = field(default_factory=list)
+    compile_error: str = ""
+    compile_seconds: float = 0.0
+    rounds: int = 0
+    converged: bool = False
+    harness_bound: set[str] = field(default_factory=set)  # functions whose calls were lost in the harness's share
+
+
+@dataclass
+class Outcome:
+    """What the parent saw. `failure` is the candidate's: (kind, message) with kind build_error or runtime_error."""
+
+    reference: dict[str, Any] = field(default_factory=dict)
+    candidate_ready: dict[str, Any] = field(default_factory=dict)
+    failure: tuple[str, str] | None = None
+    weights: str = ""
+    comparisons: list[dict[str, Any]] = field(default_factory=list)
+    flags: list[dict[str, str]] = field(default_factory=list)
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    measured: Measured | None = None
+    variants: dict[str, Measured] = field(default_factory=dict)  # label -> each input variant's own timing
+    work: dict[str, Any] = field(default_factory=dict)
+    profile: dict[str, Any] | None = None
+    candidate_job: JobResult | None = None
+    reference_job: JobResult | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+class Session:
+    def __init__(self, candidate_sandbox: Sandbox, reference_sandbox: Sandbox, cfg: EvalConfig,
+                 candidate_payload: dict[str, Any], reference_payload: dict[str, Any], env: dict[str, str],
+                 exchange_fd: int, outputs_fd: int, compile_ratio: float | None, park: bool = False,
+                 progress: Progress = SILENT) -> None:
+        self.cfg = cfg
+        self.progress = progress
+        self.compile_ratio = compile_ratio
+        # The sequential fallback (memory.py): whichever job the parent is not driving keeps its device state on
+        # the host, so the two never hold their working sets on the device at once.
+        self.park = park
+        self._ref_parked = self._cand_parked = False
+        self.outcome = Outcome()
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kstudio-job")
+        self.control = JobControl()
+        self.ref = ParentEnd()
+        self.cand = ParentEnd()
+        self._ref_job: Future[JobResult] = self._pool.submit(reference_sandbox.run, Job(
+            "agent.engine.evaluate.reference_job:reference", reference_payload, device=cfg.device, limits=cfg.reference_limits,
+            env=env, fds=(*self.ref.job_fds(), exchange_fd, outputs_fd)))
+        self._cand_job: Future[JobResult] = self._pool.submit(candidate_sandbox.run, Job(
+            "agent.engine.evaluate.candidate_job:candidate", candidate_payload, device=cfg.device, limits=cfg.limits,
+            env=env, fds=(*self.cand.job_fds(), exchange_fd, outputs_fd), control=self.control))
+        self.ref.alive = lambda: not self._ref_job.done()
+        self.cand.alive = lambda: not self._cand_job.done()
+
+    # ------------------------------------------------------------------------------------ the whole
+
+    def run(self, profile: bool = False) -> Outcome:
+        out = self.outcome
+        started = time.monotonic()
+        try:
+            self.progress("reference", "the reference's job: importing the problem, building the model, drawing inputs")
+            out.reference = self._ask_ref(None, self.cfg.reference_limits.wall_seconds)
+            out.seconds["reference.setup"] = time.monotonic() - started
+            if self._candidate_ready():
+                self._checked_calls()
+                if self.cfg.timing and out.failure is None and all(c["passed"] for c in out.comparisons):
+                    t0 = time.monotonic()
+                    out.measured = Measured()
+                    models = self._time(out.measured)
+                    out.seconds["timing"] = time.monotonic() - t0
+                    out.work = self._ask_ref({"cmd": "work"})["work"]
+                    if profile and out.failure is None:
+                        self.progress("profile", "profiling the candidate with torch.profiler")
+                        out.profile = self._ask_cand({"cmd": "profile"}).get("profile")
+                    # Each of the problem's other input sets, timed by the same protocol on bases of its own shapes.
+                    variants = [label for label in out.reference["labels"] if label.startswith(VARIANT)]
+                    for k, label in enumerate(variants):
+                        if any(m.mismatched_calls for m in [out.measured, *out.variants.values()]):
+                            break
+                        self.progress("variants", f"timing the problem's other input set {label} ({k + 1} of {len(variants)})")
+                        out.variants[label] = Measured()
+                        self._time(out.variants[label], variant=k, models=models)
+                    out.seconds["timing.variants"] = time.monotonic() - t0 - out.seconds["timing"]
+        except _CandidateFailed:
+            pass  # Outcome.failure says how; the reference's job still ends cleanly below
+        finally:
+            self._finish()
+        return out
+
+    def _candidate_ready(self) -> bool:
+        out = self.outcome
+        try:
+            self.progress("candidate", "the candidate's job: importing the candidate, loading the reference's weights")
+            out.candidate_ready = self._ask_cand(None, self.cfg.limits.wall_seconds + _GRACE)
+            weights = self._ask_ref({"cmd": "weights"})
+            out.weights = self._ask_cand({"cmd": "construct", "init": weights["init"], "weights": weights["weights"],
+                                          "layout": weights["layout"], "weights_seed": weights["weights_seed"]})["weights"]
+            return True
+        except _CandidateFailed:
+            return False
+
+    def _checked_calls(self) -> None:
+        out = self.outcome
+        labels = out.reference["labels"]
+        for index, label in enumerate(labels):
+            self.progress("check", f"checking correctness: trial {index + 1} of {len(labels)} ({label})")
+            given = self._ask_ref({"cmd": "inputs", "index": index})
+            try:
+                reply = self._ask_cand({"cmd": "call", "index": index, "layout": given["layout"], "values": given["values"]})
+            except _CandidateFailed:
+                self._ask_ref({"cmd": "compare", "index": index, "layout": None})  # the problem must run, whatever the candidate did
+                return
+            self._take_flags(reply)
+            compared = self._ask_ref({"cmd": "compare", "index": index, "layout": reply.get("layout")})
+            out.outputs = compared["outputs"]
+            out.comparisons.append({"index": index, "label": label, **compared["comparison"]})
+        try:
+            self._ask_cand({"cmd": "census"})  # its flags are taken like every reply's
+        except _CandidateFailed:
+            return
+
+    # ------------------------------------------------------------------------------------ timing
+
+    def _time(self, m: Measured, variant: int | None = None, models: list[str] | None = None) -> list[str]:
+        """Measure on the main inputs' bases (variant None: torch.compile is compiled here) or variant k's, with the
+        baselines measured on the main inputs (`models`); returns the baselines measured."""
+        cfg = self.cfg
+        pool_seed = secrets.randbits(62)
+        bases = self._ask_ref({"cmd": "bases", "pool_seed": pool_seed, "variant": variant})
+        self._ask_cand({**bases, "cmd": "bases", "pool_seed": pool_seed})
+        if models is not None:
+            return self._measure(m, models)
+        models = ["eager"]
+        if cfg.compile_baseline and self.compile_ratio is None:
+            self._stop_candidate()
+            self.progress("compile", "compiling the reference with torch.compile (the second baseline)")
+            compiled = self._ask_ref({"cmd": "compile"})
+            if "error" in compiled:
+                m.compile_error = compiled["error"]
+            else:
+                m.compile_seconds = compiled["seconds"]
+                models.append("compile")
+        return self._measure(m, models)
+
+    def _measure(self, m: Measured, models: list[str]) -> list[str]:
+        cfg = self.cfg
+        # Warm-up: batches like every other (fresh keys, every output checked), doubling until one lasts a batch's
+        # length; their times only size the batches. The baselines first: a candidate's batch is never given more
+        # calls than the reference's job can check in a few of eager's batches.
+        target = cfg.target_batch_ms / 1000
+        self.progress("warm_up", "warming up and sizing the timed batches (every output checked)")
+        for name in models:
+            m.calls[name] = self._autorange(name, target, m, _MAX_CALLS)
+        m.calls["candidate"] = self._autorange("candidate", target, m, _CHECKED_PER_EAGER * m.calls["eager"])
+        if m.mismatched_calls:
+            return models  # a wrong timed call already decides the verdict: no figure is worth measuring
+        probes: list[float] = []
+        deadline = time.monotonic() + cfg.timing_seconds
+        timed = ", ".join(["candidate", *("torch.compile" if x == "compile" else x for x in models)])
+        while True:
+            self.progress("timing", f"timing round {m.rounds + 1} (at least {cfg.min_rounds}, at most {cfg.max_rounds}): {timed}, "
+                                    "each with its null batch, every output checked")
+            self._round(models, m, probes, flip=m.rounds % 2 == 1)
+            m.rounds += 1
+            if m.mismatched_calls:
+                break
+            if m.rounds >= cfg.min_rounds and _interval_width(_ratios(m.eager, m.candidate)) <= cfg.max_interval_width:
+                m.converged = True
+                break
+            if m.rounds >= cfg.max_rounds or time.monotonic() > deadline:
+                break
+        return models
+
+    def _autorange(self, name: str, target: float, m: Measured, most: int) -> int:
+        calls, spent = 1, 0.0
+        for attempt in range(18):
+            keys = _keys(calls)
+            spent = self._candidate_batch(keys, m) if name == "candidate" else self._reference_batch(name, keys)[0]
+            if m.mismatched_calls:
+                return calls
+            # The first batches pay for first launches (lazily loaded kernels, allocator growth): they size nothing.
+            if (attempt >= 2 and spent >= target) or calls >= most:
+                break
+            if attempt >= 1:
+                calls = min(calls * 2, most)
+        return min(most, _calls(target, spent / calls))
+
+    def _round(self, models: list[str], m: Measured, probes: list[float], flip: bool) -> None:
+        """One round: the candidate's batch and each baseline's, each with its null batch, checked."""
+        n_cand = m.calls["candidate"]
+        keys = _keys(max(n_cand, *(m.calls[x] for x in models)))
+        order = ["candidate", *models]
+        if flip:
+            order.reverse()
+        times: dict[str, float] = {}
+        own_events: float | None = None
+        nulls: dict[int, float] = {}
+        null_events: dict[int, float] = {}
+        for name in order:
+            n = m.calls[name]
+            if name == "candidate":
+                seconds, own_events = self._candidate_batch(keys[:n], m, events=True)
+                times[name] = seconds
+            else:
+                seconds, probe, _ = self._reference_batch(name, keys[:n])
+                times[name] = seconds
+                if probe is not None:
+                    probes.append(probe)
+                    if probe > _CONTENDED * min(probes):
+                        m.contended += 1
+            if n not in nulls:
+                nulls[n], _, null_events[n] = self._reference_batch("null", keys[:n], events=True)
+        if own_events is not None and math.isfinite(null_events.get(n_cand, float("nan"))):
+            m.candidate_events.append(max(own_events - null_events[n_cand] / n_cand, 0.0))
+        for name in order:
+            n = m.calls[name]
+            # The harness's share is taken off; where it is nearly all of a batch, 2% of the batch is kept, so
+            # that a call too short to see next to it is not reported as taking no time at all.
+            raw = times[name] * 1000 / n
+            per_call = max((times[name] - nulls[n]) * 1000 / n, 0.02 * raw)
+            if per_call <= 0.02 * raw:
+                m.harness_bound.add(name)
+            getattr(m, name).append(per_call)
+
+    def _candidate_batch(self, keys: list[int], m: Measured, events: bool = False) -> Any:
+        """Time one batch of the candidate's on the parent's clock, then check every call's projections."""
+        self._resume_candidate()
+        self._ask_cand({"cmd": "ping"}, 60.0)  # woken after its stop, and its GPU context current
+        began = self.cand.send({"cmd": "batch", "keys": keys})
+        reply, ended = self._receive_cand(self._batch_seconds(len(keys)))
+        seconds = ended - began
+        self._stop_candidate()
+        got = reply.get("projections")
+        verdict = self._ask_ref({"cmd": "verify", "keys": keys})
+        for i, (expected, bounds) in enumerate(zip(verdict["expected"], verdict["bounds"])):
+            mine = got[i] if isinstance(got, list) and i < len(got) and isinstance(got[i], list) else []
+            m.verified_calls += 1
+            if not agree(mine, expected, bounds):
+                m.mismatched_calls.append(m.verified_calls - 1)
+        if not events:
+            return seconds
+        ms = reply.get("events_ms")
+        return seconds, (float(ms) / len(keys) if isinstance(ms, (int, float)) and math.isfinite(ms) else None)
+
+    def _reference_batch(self, model: str, keys: list[int], events: bool = False) -> tuple[float, float | None, float]:
+        """Time one batch of the reference's on the parent's clock (with the candidate's processes stopped);
+        returns seconds, the device probe's time and the batch's device events (ms, or NaN)."""
+        self._hand_to_reference()
+        self._stop_candidate()
+        try:
+            self.ref.ask({"cmd": "ping"}, 60.0)  # woken, and its GPU context current, like every timed job
+            began = self.ref.send({"cmd": "batch", "model": model, "keys": keys})
+            reply, ended = self.ref.receive(self._batch_seconds(len(keys), reference=True))
+        except ChannelError as exc:
+            raise ProblemFailed(f"the reference's {model} batch failed: {exc}") from exc
+        probe, ms = reply.get("probe_ms"), reply.get("events_ms")
+        return (ended - began, float(probe) if isinstance(probe, (int, float)) else None,
+                float(ms) if isinstance(ms, (int, float)) else float("nan"))
+
+    def _batch_seconds(self, calls: int, reference: bool = False) -> float:
+        limits = self.cfg.reference_limits if reference else self.cfg.limits
+        return float(limits.wall_seconds) + _GRACE
+
+    # ------------------------------------------------------------------------------------ plumbing
+
+    def _stop_candidate(self) -> None:
+        if not self.control.stopped:
+            self.control.stop()
+
+    def _resume_candidate(self) -> None:
+        if self.control.stopped:
+            self.control.resume()
+
+    def _hand_to_reference(self) -> None:
+        """In the sequential fallback, the candidate's job parks its device state before the reference's works (it is
+        stopped again afterwards if it was). A candidate that keeps its memory anyway can only make the reference's
+        job run out of it: a capacity verdict, never an accepted one (docs/threat-model.md)."""
+        self._ref_parked = False
+        if self.park and not self._cand_parked and self.outcome.failure is None and self.outcome.candidate_ready:
+            stopped = self.control.stopped
+            self._ask_cand({"cmd": "park"}, hand_over=False)
+            self._cand_parked = True
+            if stopped:
+                self._stop_candidate()
+
+    def _hand_to_candidate(self) -> None:
+        self._cand_parked = False
+        if self.park and not self._ref_parked:
+            self._ask_ref({"cmd": "park"}, hand_over=False)
+            self._ref_parked = True
+
+    def _ask_ref(self, command: dict[str, Any] | None, seconds: float | None = None,
+                 hand_over: bool = True) -> dict[str, Any]:
+        """A command to the reference's job (None: its ready line); its failure is the problem's."""
+        try:
+            if command is not None:
+                if hand_over:
+                    self._hand_to_reference()
+                self.ref.send(command)
+            reply, _ = self.ref.receive(seconds or float(self.cfg.reference_limits.wall_seconds) + _GRACE)
+        except JobFailed as exc:
+            raise ProblemFailed(str(exc)) from exc
+        except ChannelError as exc:
+            raise ProblemFailed(f"the reference's job stopped answering: {exc}") from exc
+        return reply
+
+    def _ask_cand(self, command: dict[str, Any] | None, seconds: float | None = None,
+                  hand_over: bool = True) -> dict[str, Any]:
+        if command is not None:
+            if hand_over:
+                self._hand_to_candidate()
+            self._resume_candidate()
+            try:
+                self.cand.send(command)
+            except ChannelError as exc:
+                self._fail("runtime_error", str(exc))
+        return self._receive_cand(seconds or float(self.cfg.limits.wall_seconds) + _GRACE)[0]
+
+    def _take_flags(self, reply: dict[str, Any]) -> None:
+        """The candidate's own in-process findings: they can only count against it (judge.py)."""
+        flags = reply.get("flags")
+        for finding in flags if isinstance(flags, list) else []:
+            if isinstance(finding, dict) and isinstance(finding.get("flag"), str) \
+                    and not any(f["flag"] == finding["flag"] for f in self.outcome.flags):
+                self.outcome.flags.append({"flag": finding["flag"], "detail": str(finding.get("detail", ""))[:2000]})
+
+    def _receive_cand(self, seconds: float) -> tuple[dict[str, Any], float]:
+        try:
+            reply = self.cand.receive(seconds)
+            self._take_flags(reply[0])
+            return reply
+        except JobFailed as exc:
+            self._take_flags(exc.reply)
+            kind = exc.reply.get("kind") if exc.reply.get("kind") in ("build_error", "runtime_error") else "runtime_error"
+            if kind == "build_error":
+                self.outcome.candidate_ready = {"build_records": exc.reply.get("build_records", []),
+                                                "log": str(exc.reply.get("log", ""))[-20000:]}
+            self._fail(kind, str(exc))
+        except ChannelError as exc:
+            self._fail("runtime_error", str(exc))
+        raise AssertionError("unreachable")
+
+    def _fail(self, kind: str, message: str) -> None:
+        if self.outcome.failure is None:
+            self.outcome.failure = (kind, message)
+        raise _CandidateFailed(message)
+
+    def _finish(self) -> None:
+        """Both jobs told to exit (and their results awaited: the sandbox reaps and limits them)."""
+        out = self.outcome
+        for end, future, resume in ((self.cand, self._cand_job, True), (self.ref, self._ref_job, False)):
+            if resume:
+                self._resume_candidate()
+            if not future.done():
+                try:
+                    end.send({"cmd": "exit"})
+                except ChannelError:
+                    pass
+            end.close()
+        out.candidate_job = self._cand_job.result()
+        out.reference_job = self._ref_job.result()
+        self.control.close()
+        self._pool.shutdown(wait=True)
+
+
+class _CandidateFailed(Exception):
+    """The candidate's job failed or stopped answering; Outcome.failure says how."""
+
+
+def _keys(n: int) -> list[int]:
+    return [secrets.randbits(62) for _ in range(n)]
+
+
+def _calls(target_seconds: float, per_call_seconds: float) -> int:
+    return int(min(_MAX_CALLS, max(_MIN_CALLS, math.ceil(target_seconds / max(per_call_seconds, 1e-7)))))
+
+
+def _ratios(baseline: list[float], candidate: list[float]) -> list[float]:
+    return [b / c for b, c in zip(baseline, candidate) if c > 0]
+
+
+def median_interval(samples: list[float]) -> tuple[float, float, float]:
+    """The median and a distribution-free interval for it of at least 90% coverage (order statistics of a
+    binomial): (median, low, high). With fewer than 5 samples the interval is the whole range."""
+    ordered = sorted(samples)
+    n = len(ordered)
+    if n == 0:
+        return float("nan"), float("nan"), float("nan")
+    median = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    # [x_k, x_(n-1-k)] holds the median unless at most k samples fall on one side: coverage 1 - 2 P(B <= k), B ~
+    # Binomial(n, 1/2). The largest k that keeps it at 90% or more (k = 0, the whole range, below 5 samples).
+    k = 0
+    while k + 1 <= n - 2 - k and 2 * _binomial_cdf(k + 1, n) <= 0.10:
+        k += 1
+    return median, ordered[k], ordered[n - 1 - k]
+
+
+def _binomial_cdf(k: int, n: int) -> float:
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+
+
+def _interval_width(samples: list[float]) -> float:
+    median, low, high = median_interval(samples)
+    return (high - low) / median if median and median > 0 else float("inf")
+
+
+def check_reference(sandbox: Sandbox, cfg: EvalConfig, payload: dict[str, Any], env: dict[str, str],
+                    exchange_fd: int) -> dict[str, Any]:
+    """The reference's job alone (an upload's check): set up, one call, its outputs' shapes and the work."""
+    end = ParentEnd()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kstudio-check")
+    job = pool.submit(sandbox.run, Job("agent.engine.evaluate.reference_job:reference", payload, device=cfg.device,
+                                       limits=cfg.reference_limits, env=env, fds=(*end.job_fds(), exchange_fd, exchange_fd)))
+    end.alive = lambda: not job.done()
+    seconds = float(cfg.reference_limits.wall_seconds) + _GRACE  # the sandbox's own limit ends a hang first
+    try:
+        ready = end.receive(seconds)[0]
+        end.send({"cmd": "inputs", "index": 0})
+        end.receive(seconds)
+        end.send({"cmd": "compare", "index": 0, "layout": None})
+        compared = end.receive(seconds)[0]
+        end.send({"cmd": "work"})
+        work = end.receive(seconds)[0]["work"]
+        end.send({"cmd": "exit"})
+    except ChannelError as exc:
+        end.close()
+        result = job.result()
+        if result.killed:
+            raise ProblemFailed(describe_failure(result, "the problem")) from exc
+        detail = f" ({result.stderr.strip()[-2000:]})" if result.stderr.strip() else ""
+        raise ProblemFailed(f"{exc}{detail}") from exc
+    finally:
+        end.close()
+        job.result()
+        pool.shutdown(wait=True)
+    return {"outputs": compared["outputs"], "returns_sequence": compared.get("returns_sequence", False), "work": work,
+            "hardware": ready.get("hardware"), "toolchain": ready.get("toolchain")}
+
+
+def describe_failure(out: JobResult, what: str) -> str:
+    if out.killed == "memory":
+        return f"{what} exceeded the memory limit and was killed"
+    if out.killed == "processes":
+        return f"{what} started too many processes and was killed"
+    if out.killed == "wall_time":
+        return f"{what} ran past its wall-clock limit and was killed"
+    if out.signal:
+        name = signal.Signals(out.signal).name
+        return f"{what} crashed: killed by {name}" + (f"\n{out.stderr[-2000:]}" if out.stderr.strip() else "")
+    tail = out.stderr.strip()[-3000:]
+    return f"{what} exited with code {out.exit_code}" + (f":\n{tail}" if tail else " and printed nothing")

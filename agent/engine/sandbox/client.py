@@ -1,0 +1,326 @@
+"""The trusted side of the sandbox: starts a zygote, sends it jobs, reads what the job produced.
+
+Each job's result, stdout and stderr arrive on pipes created here and handed to the zygote as file
+descriptors, so a large result (reference outputs of an H100-sized problem) is read once, directly.
+The result bytes are untrusted: callers decode them with safe decoders (JSON, weights-only loads).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import select
+import selectors
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import agent.engine.sandbox.bwrap as bubblewrap
+from agent.engine.sandbox.environment import JOB_ROOT_VARIABLE, SHARED_DIRS, WALL_VARIABLE, sandbox_environment
+from agent.engine.sandbox.limits import Limits
+from agent.engine.sandbox.wire import RESULT_DONE, recv_message, send_message
+
+log = logging.getLogger(__name__)
+
+_MAX_RESULT_BYTES = 8 << 30
+
+
+class SandboxError(RuntimeError):
+    """The sandbox machinery itself failed (not the job): our bug or a broken host."""
+
+
+@dataclass(frozen=True)
+class Job:
+    function: str
+    """"module:function" of OUR code; called in the child as function(payload, result_file, context)."""
+    payload: Any
+    device: str = "cpu"
+    limits: Limits = field(default_factory=Limits)
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str | None = None
+    fds: tuple[int, ...] = ()
+    """Extra file descriptors the job receives as context["fds"] (e.g. a memfd of tensors); the caller keeps
+    ownership of them."""
+    control: JobControl | None = None
+    """Lets the parent stop and resume every process of the running job (JobControl): the evaluator freezes a
+    candidate's job while the baselines are timed, so nothing of the candidate's runs beside them."""
+    detach: bool = False
+    """Return as soon as the job's result is whole, before its process has exited (a GPU job's exit, the CUDA
+    context's teardown, takes ~0.1 s on the H100 box). Only for jobs that run no untrusted code: the exit code
+    is then taken as 0, and the sandbox's next job starts once the zygote has reaped this one."""
+    private_dir: str | None = None
+    """A directory the caller created directly under the sandbox's job root (KSTUDIO_JOB_ROOT): the one host
+    directory this job may write (a build's output). Other jobs never see it; the job sees no other job's.
+    Its path reaches the job as $KSTUDIO_PRIVATE_DIR. What the job leaves there is untrusted data."""
+
+
+class JobControl:
+    """Two pipes to the zygote that supervises one job: stop() sends SIGSTOP to every process of the job and
+    returns once they are all stopped; resume() sends SIGCONT. The job itself never holds these pipes."""
+
+    def __init__(self) -> None:
+        self._commands = os.pipe()
+        self._acks = os.pipe()
+        self.stopped = False
+
+    def zygote_fds(self) -> list[int]:
+        return [self._commands[0], self._acks[1]]
+
+    def stop(self, seconds: float = 5.0) -> bool:
+        ok = self._say(b"S", seconds)
+        self.stopped = ok
+        return ok
+
+    def resume(self, seconds: float = 5.0) -> bool:
+        ok = self._say(b"C", seconds)
+        self.stopped = not ok and self.stopped
+        return ok
+
+    def _say(self, word: bytes, seconds: float) -> bool:
+        """False when the zygote did not answer in time: the job has ended (or the zygote is gone)."""
+        try:
+            os.write(self._commands[1], word)
+        except OSError:
+            return False
+        ready, _, _ = select.select([self._acks[0]], [], [], seconds)
+        if not ready:
+            return False
+        return os.read(self._acks[0], 1) == word.lower()
+
+    def close(self) -> None:
+        for fd in (*self._commands, *self._acks):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+@dataclass
+class JobResult:
+    exit_code: int | None
+    signal: int | None
+    killed: str | None  # "wall_time", "memory", "processes" or None
+    seconds: float
+    result: bytes
+    stdout: str
+    stderr: str
+    isolation: str
+    peak_rss: int = 0
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and self.killed is None
+
+
+class _Capture:
+    """Keeps the head and the tail of a stream, counting what was dropped in between."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    def text(self) -> str:
+        dropped = self.total - len(self.head) - len(self.tail)
+        middle = f"\n... [{dropped} bytes of output cut] ...\n".encode() if dropped > 0 else b""
+        return bytes(self.head + middle + self.tail).decode("utf-8", errors="replace")
+
+
+class Sandbox:
+    """One zygote and the jobs sent to it, one at a time (a GPU worker runs one job at a time).
+
+    `env` is the environment the sandbox draws from (default: this process's); only its allow-listed
+    entries reach the zygote (environment.py). The cache directories it names (KSTUDIO_CACHE_DIR,
+    TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR, TORCH_EXTENSIONS_DIR) are visible to jobs read-only; the only
+    host directory a job may write is its own Job.private_dir under KSTUDIO_JOB_ROOT. `bwrap`: None uses bubblewrap where it works and warns loudly where not; True requires
+    it; False runs without it (the inner namespaces only)."""
+
+    def __init__(self, preload: tuple[str, ...] = ("agent.engine.evaluate.jobs",), env: dict[str, str] | None = None,
+                 bwrap: bool | None = None) -> None:
+        self.preload = preload
+        self.env = env
+        self.bwrap = bwrap
+        self.wall = ""
+        """"bwrap" once started under bubblewrap, else why not (also in every JobResult.isolation)."""
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self.startup_seconds = 0.0
+        self._unread_reports = 0  # of detached jobs: the zygote's reports on them, still to be read
+
+    def __enter__(self) -> Sandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            return
+        started = time.monotonic()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        source = os.environ if self.env is None else self.env
+        path, why_not = bubblewrap.usable() if self.bwrap is not False else (None, "bubblewrap turned off for this sandbox")
+        if path is None and self.bwrap:
+            raise SandboxError(f"this sandbox requires bubblewrap: {why_not}")
+        if path is None and self.bwrap is None:
+            log.warning("SANDBOX WITHOUT BUBBLEWRAP: %s. Candidates run in user/pid/net/mount namespaces only, "
+                        "with the host's filesystem visible read-only outside the hidden checkout and /tmp. "
+                        "Install bubblewrap (`apt-get install bubblewrap`, or `make` as root).", why_not)
+        self.wall = "bwrap" if path else why_not
+        env = sandbox_environment(source, PYTHONPATH=_package_root(), **{WALL_VARIABLE: "bwrap" if path else "none"})
+        argv = [sys.executable, "-m", "agent.engine.sandbox.zygote", str(theirs.fileno()), *self.preload]
+        if env.get(JOB_ROOT_VARIABLE):
+            os.makedirs(env[JOB_ROOT_VARIABLE], mode=0o700, exist_ok=True)
+        if path:
+            shared = [source[k] for k in SHARED_DIRS if source.get(k)]
+            writable = [env[JOB_ROOT_VARIABLE]] if env.get(JOB_ROOT_VARIABLE) else []
+            readable = [os.path.join(_package_root(), "agent"), *bubblewrap.python_paths(),
+                        *(source[k] for k in ("CUDA_HOME", "CUDA_PATH") if source.get(k)), *shared]
+            argv = bubblewrap.command(path, argv, env, readable=readable, writable=writable)
+        self._proc = subprocess.Popen(
+            argv,
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd="/tmp" if path else _package_root(),
+        )
+        theirs.close()
+        self._sock = ours
+        try:
+            hello, _ = recv_message(ours)
+        except EOFError as exc:
+            code = self._proc.wait()
+            raise SandboxError(f"the sandbox zygote exited with code {code} before it was ready") from exc
+        if not hello.get("ready"):
+            self.close()
+            raise SandboxError(hello.get("error") or f"unexpected hello from the zygote: {hello!r}")
+        self.startup_seconds = time.monotonic() - started
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+
+    def run(self, job: Job) -> JobResult:
+        with self._lock:
+            self.start()
+            try:
+                return self._run(job)
+            except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
+                self.close()  # the zygote is gone: the next job starts a new one
+                raise SandboxError(f"the sandbox zygote died while running {job.function}") from exc
+
+    def _run(self, job: Job) -> JobResult:
+        assert self._sock is not None
+        while self._unread_reports:  # the zygote answers in order: a detached job's report comes first
+            recv_message(self._sock)
+            self._unread_reports -= 1
+        started = time.monotonic()
+        pipes = [os.pipe() for _ in range(3)]
+        for r, _ in pipes:
+            _widen(r)
+        request = {"function": job.function, "payload": job.payload, "device": job.device,
+                   "limits": job.limits, "env": job.env, "workdir": job.workdir, "private_dir": job.private_dir,
+                   "control": job.control is not None}
+        control_fds = job.control.zygote_fds() if job.control is not None else []
+        try:
+            send_message(self._sock, request, fds=[w for _, w in pipes] + control_fds + list(job.fds))
+        finally:
+            for _, w in pipes:
+                os.close(w)
+        result = bytearray()
+        out, err = _Capture(job.limits.output_bytes), _Capture(job.limits.output_bytes)
+        sinks = {pipes[0][0]: result, pipes[1][0]: out, pipes[2][0]: err}
+        selector = selectors.DefaultSelector()
+        for fd in sinks:
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ)
+        selector.register(self._sock, selectors.EVENT_READ)
+        info: dict[str, Any] | None = None
+        grace_until: float | None = None
+        while sinks or info is None:
+            if job.detach and info is None and pipes[0][0] not in sinks and result.endswith(RESULT_DONE):
+                self._unread_reports += 1
+                info = {"exit_code": 0, "seconds": time.monotonic() - started, "isolation": "detached at its result"}
+                break
+            if info is not None and grace_until is None:
+                grace_until = time.monotonic() + 2.0  # a leftover holder of a pipe must not hang us
+            if grace_until is not None and time.monotonic() > grace_until:
+                break
+            for key, _ in selector.select(timeout=0.5):
+                if key.fileobj is self._sock:
+                    selector.unregister(self._sock)
+                    info, _ = recv_message(self._sock)
+                    continue
+                fd = key.fd
+                try:
+                    data = os.read(fd, 16 << 20)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    selector.unregister(fd)
+                    os.close(fd)
+                    del sinks[fd]
+                    continue
+                sink = sinks[fd]
+                if isinstance(sink, bytearray):
+                    if len(sink) + len(data) > _MAX_RESULT_BYTES:
+                        raise SandboxError("a job's result exceeded 8 GiB")
+                    sink += data
+                else:
+                    sink.feed(data)
+        for fd in list(sinks):
+            selector.unregister(fd)
+            os.close(fd)
+        selector.close()
+        assert info is not None
+        if result.endswith(RESULT_DONE):
+            del result[-len(RESULT_DONE):]
+        return JobResult(
+            exit_code=info.get("exit_code"), signal=info.get("signal"), killed=info.get("killed"),
+            seconds=info["seconds"], result=bytes(result), stdout=out.text(), stderr=err.text(),
+            isolation=info.get("isolation", "unknown") + ("" if self.wall == "bwrap" else f" (WARNING: {self.wall})"),
+            peak_rss=info.get("peak_rss", 0),
+            stdout_bytes=out.total, stderr_bytes=err.total,
+        )
+
+
+def _widen(fd: int) -> None:
+    """A 1 MiB pipe buffer instead of 64 KiB: 16x fewer wake-ups for results of gigabytes."""
+    import fcntl
+
+    try:
+        fcntl.fcntl(fd, 1031, 1 << 20)  # F_SETPIPE_SZ
+    except OSError:
+        pass  # above /proc/sys/fs/pipe-max-size: the default works, only slower
+
+
+def _package_root() -> str:
+    # agent/engine/sandbox/client.py -> the checkout (or site-packages) holding agent/
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

@@ -1,0 +1,184 @@
+"""Small jobs that report what a sandboxed child can and cannot do.
+
+Used by the tests and by `python -m agent.engine.sandbox.probes` on a new host to check its isolation.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any, BinaryIO
+
+from agent.engine.sandbox.wire import RESULT_DONE
+
+
+def report(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    """What the child sees: pid, processes, /tmp, network, environment."""
+    try:
+        socket.create_connection(("127.0.0.1", int(payload.get("port", 5432))), timeout=1).close()
+        network = "connected"
+    except OSError as exc:
+        network = f"refused: {exc}"
+    facts = {
+        "pid": os.getpid(),
+        "visible_pids": sorted(int(p) for p in os.listdir("/proc") if p.isdigit()),
+        "tmp": sorted(os.listdir("/tmp")),
+        "network": network,
+        "env": dict(os.environ),
+        "isolation": context["isolation"],
+        "can_read": {p: _readable(p) for p in payload.get("paths", [])},
+        "contents": {p: _head(p) for p in payload.get("paths", [])},
+    }
+    result.write(json.dumps(facts).encode())
+
+
+def _readable(path: str) -> bool:
+    """Whether the file really opens and reads (os.access only compares mode bits: a /proc entry of a
+    non-dumpable process passes it and still refuses the read)."""
+    return _head(path) is not None
+
+
+def _head(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def attempt_writes(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    """Try to write each of payload["paths"]; report which writes landed (as the job saw it)."""
+    landed = {}
+    for path in payload["paths"]:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write("written by a sandboxed job")
+            landed[path] = True
+        except OSError:
+            landed[path] = False
+    result.write(json.dumps(landed).encode())
+
+
+def cuda(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    """Initialise CUDA and run one kernel: whether the GPU works inside the sandbox on this host."""
+    import torch
+
+    torch.cuda.init()
+    value = (torch.ones(4, device="cuda") * 2).sum().item()
+    result.write(json.dumps({"devices": torch.cuda.device_count(), "sum": value,
+                             "name": torch.cuda.get_device_name(0)}).encode())
+
+
+def devices(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    """Which of payload["paths"] (device nodes) open read-write, and the GPUs CUDA shows: what a job can reach."""
+    opened: dict[str, bool | str] = {}
+    for path in payload["paths"]:
+        try:
+            os.close(os.open(path, os.O_RDWR))
+            opened[path] = True
+        except OSError as exc:
+            opened[path] = os.strerror(exc.errno or 0)
+    facts: dict[str, Any] = {"opened": opened, "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    if payload.get("cuda"):
+        import torch
+
+        facts["uuids"] = [f"GPU-{torch.cuda.get_device_properties(i).uuid}" for i in range(torch.cuda.device_count())]
+    result.write(json.dumps(facts).encode())
+
+
+def echo(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    print(payload.get("stdout", ""), end="", flush=True)
+    print(payload.get("stderr", ""), end="", file=sys.stderr, flush=True)
+    result.write(payload.get("result", b""))
+
+
+def slow_exit(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    """A whole result, then a long way out (as a GPU job's teardown is): what a detached job returns early from.
+    With "fail", the job dies after part of its result instead."""
+    result.write(payload["result"])
+    if payload.get("fail"):
+        result.flush()
+        raise RuntimeError("the job failed after part of its result")
+    result.write(RESULT_DONE)
+    result.close()
+    time.sleep(payload["seconds"])
+
+
+def sleep(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    _name(payload.get("tag"))
+    if payload.get("grandchild"):
+        if os.fork() == 0:
+            os.setsid()  # tries to escape the process group: must still die with the job
+            time.sleep(payload["seconds"])
+            os._exit(0)
+    time.sleep(payload["seconds"])
+
+
+def _name(tag: str | None) -> None:
+    """Rename this process (and so its forks) so a test finds exactly its own, whatever else runs."""
+    if tag:
+        with open("/proc/self/comm", "w") as comm:
+            comm.write(tag[:15])
+
+
+def allocate(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    hoard = []
+    while True:
+        hoard.append(bytearray(64 << 20))
+        for i in range(0, len(hoard[-1]), 4096):
+            hoard[-1][i] = 1  # touch every page so it is resident, not just reserved
+
+
+def fork_bomb(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    while True:
+        try:
+            if os.fork() == 0:
+                time.sleep(60)
+                os._exit(0)
+        except OSError:
+            time.sleep(0.01)
+
+
+def segfault(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    import ctypes
+
+    ctypes.string_at(0)
+
+
+if __name__ == "__main__":
+    from agent.engine.sandbox import Job, Sandbox
+
+    with Sandbox(preload=()) as box:
+        out = box.run(Job("agent.engine.sandbox.probes:report", {"paths": sys.argv[1:]}))
+        print(json.dumps(json.loads(out.result or b"{}"), indent=2) if out.ok else out.stderr)
+
+
+def ticks(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    """The host's monotonic clock every 5 ms for `seconds`, from the job and from a child it forked: a job that
+    was stopped shows the gap (client.JobControl)."""
+    import json
+
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.close(read)
+        seen = []
+        end = time.monotonic() + payload["seconds"]
+        while time.monotonic() < end:
+            seen.append(time.monotonic())
+            time.sleep(0.005)
+        os.write(write, json.dumps(seen).encode())
+        os._exit(0)
+    os.close(write)
+    seen = []
+    end = time.monotonic() + payload["seconds"]
+    while time.monotonic() < end:
+        seen.append(time.monotonic())
+        time.sleep(0.005)
+    child = b""
+    while chunk := os.read(read, 1 << 20):
+        child += chunk
+    os.wait()
+    result.write(json.dumps({"job": seen, "child": json.loads(child)}).encode())

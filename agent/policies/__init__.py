@@ -1,4 +1,0 @@
-"""Policies: the agent's brain behind one seam (DESIGN §7). See base.py."""
-from agent.policies.base import Policy, PolicyError, PolicyTurn, ToolCall
-
-__all__ = ["Policy", "PolicyError", "PolicyTurn", "ToolCall"]

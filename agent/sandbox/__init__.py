@@ -1,5 +1,0 @@
-"""Sandboxed execution of untrusted code: a warm zygote forking isolated, limited children."""
-from agent.sandbox.client import Job, JobResult, Sandbox, SandboxError
-from agent.sandbox.limits import Limits
-
-__all__ = ["Job", "JobResult", "Limits", "Sandbox", "SandboxError"]

@@ -1,0 +1,54 @@
+"""How much memory a problem needs, read off its source (AST only), and what to tell a user whose problem is too
+big for the studio's limits: a plain sentence with the footprint and the limit, never the allocator's traceback."""
+from __future__ import annotations
+
+import math
+import re
+
+from agent.knowledge import problem_signature
+from agent.engine import Limits
+from agent.engine import ProblemNames
+
+_DTYPE_BYTES = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
+                "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
+# What the sandbox's child says when the problem ran out of memory (the CPU allocator, Python, CUDA, the zygote's watch).
+_OUT_OF_MEMORY = re.compile(r"DefaultCPUAllocator|can't allocate memory|MemoryError|out of memory|memory limit",
+                            re.IGNORECASE)
+
+
+def memory_limit() -> int:
+    """The memory a problem's process may use: the sandbox's reference limit (the studio leaves it at its default)."""
+    return Limits().memory_bytes
+
+
+def input_bytes(source: str, names: ProblemNames) -> int | None:
+    """The bytes get_inputs() allocates, when every input's shape can be read statically; None otherwise."""
+    signature = problem_signature(source, names)
+    if not signature.shapes:
+        return None
+    total = 0
+    for shape, dtype in zip(signature.shapes, signature.dtypes):
+        if shape is None or None in shape:
+            return None
+        total += math.prod(shape) * _DTYPE_BYTES.get(dtype or "float32", 4)  # type: ignore[arg-type]
+    return total
+
+
+def size(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def too_big(footprint: int | None, limit: int) -> str:
+    """The user's message for a problem that does not fit."""
+    have = f"its inputs alone take {size(footprint)}" if footprint is not None else "it ran out of memory"
+    return (f"The problem is too big for this studio: {have}, and a problem's process may use at most {size(limit)} "
+            "of memory (the reference, its inputs and outputs together). Make the sizes in get_inputs() smaller "
+            "(KernelBench's full sizes are meant for a GPU) and upload it again; nothing was created.")
+
+
+def ran_out_of_memory(error: str) -> bool:
+    return bool(_OUT_OF_MEMORY.search(error or ""))

@@ -1,0 +1,229 @@
+"""KernelBench levels 1-3 through the product, end to end: `manage.py import_kernelbench` each level, then an
+evaluation over the REST API of every problem with the problem's own code as its candidate (`ModelNew = Model`),
+correctness checked and timed at KernelBench's own sizes. Each problem should end accepted at about 1.0x, or with
+a capacity verdict that states its footprint (agent/engine/evaluate/memory.py); anything else is a finding, with its reason.
+
+A problem's own PyTorch code calls PyTorch ops, which the op allow-list refuses in a candidate: the studio's workers
+must run with KSTUDIO_EVAL_ALLOW_ANY_TORCH_OP=1 for this sanity sweep, and only for it (the script refuses to start
+without --allow-any-op-sanity, which says you did). Batches (apps/batches) run the agent; a sweep of fixed candidates
+is one evaluate run per problem through POST /api/v1/runs/, submitted a few at a time.
+
+Resumable: every finished problem is a line of the state file (JSON lines); a rerun skips them, and picks up a run
+that was submitted but not finished. The report (per level: evaluated, capacity, other with reasons; the sweep's
+wall time) is written at the end of every pass.
+
+    python benchmarks/kernelbench_sweep.py --kernelbench /tmp/KernelBench --url http://127.0.0.1:8000 \\
+        --token TOKEN --owner sweep --allow-any-op-sanity --state var/sweep.jsonl --report var/sweep_report.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+TERMINAL = ("finished", "failed", "cancelled")
+
+
+class Api:
+    def __init__(self, url: str, token: str) -> None:
+        self.http = httpx.Client(base_url=url.rstrip("/") + "/api/v1", timeout=120.0,
+                                 headers={"Authorization": f"Token {token}"})
+
+    def get(self, path: str, **params: Any) -> Any:
+        response = self.http.get(path, params=params)
+        response.raise_for_status()
+        return response.json()
+
+    def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        return self.http.post(path, json=body)
+
+
+def candidate_source(problem_source: str) -> str:
+    """The problem's own module as its candidate: its Model under the name a candidate must define."""
+    return problem_source.rstrip() + "\n\n\n# The sanity sweep's candidate: the problem's own code.\nModelNew = Model\n"
+
+
+def import_levels(kernelbench: Path, owner: str, levels: list[int], limit: int | None, in_process: bool) -> None:
+    for level in levels:
+        command = [sys.executable, "manage.py", "import_kernelbench", str(kernelbench), "--owner", owner,
+                   "--level", str(level)]
+        if limit:
+            command += ["--limit", str(limit)]
+        if in_process:
+            command.append("--in-process")
+        print("$", " ".join(command), flush=True)
+        subprocess.run(command, cwd=ROOT, check=True)
+
+
+def problems(api: Api, levels: list[int]) -> list[dict[str, Any]]:
+    """The owner's imported KernelBench problems of these levels ("level1/19_ReLU"), in KernelBench's order."""
+    found, page = [], 1
+    while True:
+        data = api.get("/problems/", mine=1, page=page)
+        rows = data["results"] if isinstance(data, dict) else data
+        found += [p for p in rows if p["name"].split("/", 1)[0] in {f"level{n}" for n in levels}]
+        if not isinstance(data, dict) or not data.get("next"):
+            break
+        page += 1
+
+    def order(p: dict[str, Any]) -> tuple[int, int, str]:
+        level, _, file = p["name"].partition("/")
+        head = file.split("_", 1)[0]
+        return int(level[5:]), int(head) if head.isdigit() else 1 << 30, file
+
+    return sorted({p["name"]: p for p in found}.values(), key=order)
+
+
+def load_state(path: Path) -> dict[str, dict[str, Any]]:
+    """The last record of each problem in the state file."""
+    state: dict[str, dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                record = json.loads(line)
+                state[record["name"]] = record
+    return state
+
+
+def outcome(api: Api, run_id: int) -> dict[str, Any] | None:
+    """A finished run's verdict as the sweep records it; None while it runs."""
+    run = api.get(f"/runs/{run_id}/")
+    if run["status"] not in TERMINAL:
+        return None
+    verdict: dict[str, Any] = {}
+    after = 0
+    while True:
+        page = api.get(f"/runs/{run_id}/events/", after=after)
+        for event in page["events"]:
+            if event["kind"] == "verification":
+                verdict.update({k: event["payload"].get(k) for k in ("status", "stage", "message")})
+                verdict["flags"] = [f.get("flag") for f in event["payload"].get("flags") or []]
+            elif event["kind"] == "timing":
+                verdict.update({k: event["payload"].get(k) for k in ("candidate_ms", "speedup_vs_eager",
+                                                                     "speedup_vs_best", "sol_fraction")})
+        after = page["next_after"]
+        if not page["has_more"]:
+            break
+    return {"run_status": run["status"], "run_message": run["message"][:2000], **verdict}
+
+
+def category(record: dict[str, Any]) -> str:
+    """evaluated (accepted), capacity (the engine's stated limit) or other."""
+    if record.get("status") == "accepted":
+        return "evaluated"
+    if record.get("status") == "capacity":
+        return "capacity"
+    return "other"
+
+
+def report(state: dict[str, dict[str, Any]], levels: list[int], seconds: float) -> dict[str, Any]:
+    out: dict[str, Any] = {"levels": {}, "sweep_seconds": seconds}
+    for level in levels:
+        records = [r for r in state.values() if r["name"].startswith(f"level{level}/") and "status" in r]
+        counts = Counter(category(r) for r in records)
+        out["levels"][f"level{level}"] = {
+            "problems": len(records), "evaluated": counts["evaluated"], "capacity": counts["capacity"],
+            "other": counts["other"],
+            "capacity_reasons": {r["name"]: (r.get("message") or "")[:400] for r in records if category(r) == "capacity"},
+            "other_reasons": {r["name"]: f"{r.get('status') or r.get('run_status')}: {(r.get('message') or r.get('run_message') or '')[:400]}"
+                              for r in records if category(r) == "other"},
+            "speedups_vs_best": {r["name"]: r.get("speedup_vs_best") for r in records if category(r) == "evaluated"},
+        }
+    return out
+
+
+def sweep(api: Api, todo: list[dict[str, Any]], state: dict[str, dict[str, Any]], state_path: Path, parallel: int,
+          poll: float) -> None:
+    """Submit up to `parallel` evaluations at a time; record each as it finishes."""
+    waiting = {r["run_id"]: r for r in state.values() if r.get("run_id") and "status" not in r}
+    pending = [p for p in todo if p["name"] not in state]
+    while pending or waiting:
+        while pending and len(waiting) < parallel:
+            problem = pending[0]
+            response = api.post("/runs/", {"problem": problem["id"], "kind": "evaluate",
+                                           "source": candidate_source(problem["source"])})
+            if response.status_code in (429, 503) or (response.status_code == 400 and "quota" in response.text.lower()):
+                break  # the studio's quota or queue: try again once something finished
+            pending.pop(0)
+            record = {"name": problem["name"], "problem_id": problem["id"]}
+            if response.status_code != 201:
+                record.update(status="not_submitted", message=response.text[:1000])
+            else:
+                record["run_id"] = response.json()["id"]
+                waiting[record["run_id"]] = record
+            _append(state_path, record)
+            state[record["name"]] = record
+        time.sleep(poll)
+        for run_id, record in list(waiting.items()):
+            done = outcome(api, run_id)
+            if done is not None:
+                record.update(done)
+                _append(state_path, record)
+                state[record["name"]] = record
+                del waiting[run_id]
+                print(f"{record['name']}: {category(record)} ({record.get('status') or record.get('run_status')}"
+                      + (f", {record['speedup_vs_best']:.2f}x vs best" if record.get("speedup_vs_best") else "") + ")",
+                      flush=True)
+
+
+def _append(path: Path, record: dict[str, Any]) -> None:
+    with path.open("a") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kernelbench", type=Path, required=True, help="a KernelBench checkout (never fetched here)")
+    parser.add_argument("--url", required=True, help="the studio's base URL")
+    parser.add_argument("--token", default=os.environ.get("KSTUDIO_TOKEN"), help="API token (or KSTUDIO_TOKEN)")
+    parser.add_argument("--owner", required=True, help="the user the problems are imported for (the token's)")
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--limit", type=int, default=None, help="at most this many problems per level (a dry run)")
+    parser.add_argument("--skip-import", action="store_true", help="the problems are imported already")
+    parser.add_argument("--import-in-process", action="store_true",
+                        help="check each imported file in this machine's sandbox, not on a build worker")
+    parser.add_argument("--parallel", type=int, default=2, help="evaluations queued at once")
+    parser.add_argument("--poll", type=float, default=5.0, help="seconds between polls")
+    parser.add_argument("--state", type=Path, default=ROOT / "var" / "kernelbench_sweep.jsonl")
+    parser.add_argument("--report", type=Path, default=ROOT / "var" / "kernelbench_sweep_report.json")
+    parser.add_argument("--allow-any-op-sanity", action="store_true",
+                        help="say that the studio's workers run with KSTUDIO_EVAL_ALLOW_ANY_TORCH_OP=1 (sanity sweeps only)")
+    args = parser.parse_args(argv)
+    if not args.allow_any_op_sanity:
+        parser.error("start the studio's workers with KSTUDIO_EVAL_ALLOW_ANY_TORCH_OP=1 for this sanity sweep (and only "
+                     "for it), then pass --allow-any-op-sanity")
+    if not args.token:
+        parser.error("give --token (or set KSTUDIO_TOKEN)")
+    started = time.monotonic()
+    if not args.skip_import:
+        import_levels(args.kernelbench, args.owner, args.levels, args.limit, args.import_in_process)
+    api = Api(args.url, args.token)
+    todo = problems(api, args.levels)
+    if args.limit:
+        todo = [p for level in args.levels for p in [q for q in todo if q["name"].startswith(f"level{level}/")][:args.limit]]
+    args.state.parent.mkdir(parents=True, exist_ok=True)
+    state = load_state(args.state)
+    # The wall time of earlier passes (a resumed sweep adds its own).
+    previous = float(json.loads(args.report.read_text()).get("sweep_seconds", 0.0)) if args.report.exists() else 0.0
+    sweep(api, todo, state, args.state, args.parallel, args.poll)
+    result = report(state, args.levels, previous + time.monotonic() - started)
+    args.report.parent.mkdir(parents=True, exist_ok=True)
+    args.report.write_text(json.dumps(result, indent=2))
+    for level, counts in result["levels"].items():
+        print(f"{level}: {counts['problems']} problems, {counts['evaluated']} evaluated, {counts['capacity']} capacity, "
+              f"{counts['other']} other")
+    print(f"sweep wall time so far: {result['sweep_seconds']:.0f} s; report: {args.report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""The parent's clock against the candidate's own device events, over the examples (issue 19).
+
+Each example's own PyTorch code is evaluated as the candidate (ModelNew = Model): the verdict's figure is the
+parent's clock over keyed batches less the null batches (docs/threat-model.md); the candidate's job also
+reports CUDA events around each batch, less the null batches' share. On calls long enough to keep the GPU
+busy the two should agree within 2%. Also prints the speedup vs eager (about 1.0x: the same code) and its
+interval, and how long each evaluation took.
+
+Usage: python benchmarks/trust_clocks.py [--device cuda] [--only a,b] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from agent.engine.evaluate import EvalConfig, Evaluator  # noqa: E402
+
+
+def as_candidate(problem_source: str) -> str:
+    return problem_source + "\n\nclass ModelNew(Model):\n    pass\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--only", default="")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--compile", action="store_true", help="also time torch.compile")
+    args = parser.parse_args()
+    names = [n for n in args.only.split(",") if n]
+    paths = sorted(p for p in (ROOT / "examples").glob("*.py") if not names or p.stem in names)
+    rows = []
+    config = EvalConfig(device=args.device, compile_baseline=args.compile, backend="cuda" if args.device == "cuda" else "cpp")
+    with Evaluator(config) as ev:
+        for path in paths:
+            source = path.read_text()
+            started = time.monotonic()
+            v = ev.evaluate(source, as_candidate(source))
+            t = v.timing
+            row = {"example": path.stem, "status": v.status.value, "flags": v.flag_names(), "seconds": time.monotonic() - started}
+            if t is not None:
+                row.update(parent_ms=t.candidate_ms, events_ms=t.device_events_ms, eager_ms=t.eager_ms,
+                           speedup=t.speedup_vs_eager, interval=t.interval_vs_eager, rounds=t.rounds,
+                           calls=t.calls_per_batch, verified=t.verified_calls,
+                           agreement_pct=100 * (t.device_events_ms - t.candidate_ms) / t.candidate_ms
+                           if t.device_events_ms and t.candidate_ms else None)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    print("| example | parent ms | events ms | events vs parent | speedup vs eager (interval) | rounds | verified calls | s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "parent_ms" not in r:
+            print(f"| {r['example']} | {r['status']} | | | | | | {r['seconds']:.1f} |")
+            continue
+        events = f"{r['events_ms']:.4f}" if r["events_ms"] else "-"
+        agree = f"{r['agreement_pct']:+.1f}%" if r["agreement_pct"] is not None else "-"
+        lo, hi = r["interval"] or (0, 0)
+        print(f"| {r['example']} | {r['parent_ms']:.4f} | {events} | {agree} | {r['speedup']:.3f} ({lo:.3f}-{hi:.3f}) | "
+              f"{r['rounds']} | {r['verified']} | {r['seconds']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

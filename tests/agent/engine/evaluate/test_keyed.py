@@ -1,0 +1,74 @@
+"""Keyed timed-call inputs and projections (agent/engine/evaluate/keyed.py): what makes every timed call checkable."""
+import torch
+
+from agent.engine.evaluate.keyed import Pools, agree, derive, project, projection_bound
+
+
+def _bases(n=512):
+    g = torch.Generator().manual_seed(0)
+    return [[torch.randn(n, n, generator=g), torch.arange(7)], [torch.randn(n, n, generator=g), torch.arange(7) + 1]]
+
+
+def test_each_key_gives_new_inputs_drawn_from_the_two_base_sets_alike_in_every_job():
+    bases = _bases()
+    a, b = bases[0][0], bases[1][0]
+    first = derive(bases, 11, Pools(5))[0]
+    again = derive(bases, 11, Pools(5))[0]  # another process with the same pool seed
+    other = derive(bases, 12, Pools(5))[0]
+    assert torch.equal(first, again)
+    from_a = torch.isclose(first, a, rtol=1e-6, atol=1e-6)
+    from_b = torch.isclose(first, b, rtol=1e-6, atol=1e-6)
+    assert bool((from_a | from_b).all()), "every value comes from one of the base sets"
+    assert 0.4 < from_a.float().mean() < 0.6, "about half from each"
+    assert (first != other).float().mean() > 0.3, "another key mixes otherwise"
+
+
+def test_a_projection_tolerates_errors_within_the_tolerance_and_catches_a_few_wrong_elements():
+    torch.manual_seed(1)
+    pools = Pools(3)
+    ref = torch.randn(256, 1024)
+    expected = project([ref], 7, pools).tolist()
+    bound = projection_bound([ref], 7, pools, None, None)
+    honest = ref * (1 + 9e-5 * torch.randn_like(ref).clamp(-1, 1))  # inside float32's rtol of 1e-4
+    assert agree(project([honest], 7, pools).tolist(), expected, bound)
+    wrong = ref.clone()
+    wrong.view(-1)[torch.randperm(ref.numel())[:20]] += 3.0  # 20 of 262144 elements wrong
+    assert not agree(project([wrong], 7, pools).tolist(), expected, bound)
+    assert not agree(project([torch.zeros_like(ref)], 7, pools).tolist(), expected, bound)
+    assert not agree(project([ref], 8, pools).tolist(), expected, bound), "a projection is for its own key only"
+
+
+def test_non_finite_values_count_as_zero_in_both_jobs_and_a_malformed_reply_never_agrees():
+    pools = Pools(9)
+    ref = torch.randn(300)
+    ref[5] = float("nan")
+    expected = project([ref], 1, pools).tolist()
+    bound = projection_bound([ref], 1, pools, None, None)
+    assert agree(project([ref.clone()], 1, pools).tolist(), expected, bound)
+    for bad in ([], [float("nan")], ["1.0"], [1.0, 2.0]):
+        assert not agree(bad, expected, bound)
+
+
+def test_large_tensors_are_mixed_and_projected_in_pieces_exactly_as_whole(monkeypatch):
+    import agent.engine.evaluate.keyed as keyed
+
+    monkeypatch.setattr(keyed, "PIECE", 1 << 17)  # tensors of 2^17 elements or more: two draws, pieces of 2^17
+    n = 3 * (1 << 17) + 5  # the last piece is short, and some pieces wrap around the roll
+    g = torch.Generator().manual_seed(2)
+    a, b = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    pools = Pools(4)
+    for key in (1, 2, 3):
+        whole = torch.where(pools.mask(a.shape, a.device, key, 0), a, b)
+        assert torch.equal(pools.mixed(0, a, b, key), whole)
+        projected = project([a], key, pools)[0]  # draws the weight pool
+        _, _, shift = keyed._pick(key, 1000, n)
+        weights = keyed._roll(pools._weights[(n, "cpu")][0], shift)  # the whole rolled draw (the only one), at once
+        # Equal to float32 rounding of a sum in another order: keyed.ROUNDING of sum |w_i a_i|, as the bound allows.
+        assert abs(float(projected) - float(torch.dot(weights, a))) <= keyed.ROUNDING * float((weights * a).abs().sum())
+    assert len(pools._weights[(n, "cpu")]) == 1 and len(pools._masks[(n, "cpu", torch.bool)]) == keyed.POOL_LARGE
+    ref = a.clone()
+    bound = projection_bound([ref], 5, pools, None, None)
+    assert agree(project([ref * (1 + 5e-5)], 5, pools).tolist(), project([ref], 5, pools).tolist(), bound)
+    wrong = ref.clone()
+    wrong[n - 50:] += 3.0  # 50 elements, in the last (short) piece
+    assert not agree(project([wrong], 5, pools).tolist(), project([ref], 5, pools).tolist(), bound)

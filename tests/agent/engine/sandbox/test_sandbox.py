@@ -1,0 +1,239 @@
+import json
+import logging
+import os
+import secrets
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from agent.engine.sandbox import Job, Limits, Sandbox, SandboxError, bwrap
+
+CHECKOUT = Path(__file__).resolve().parents[4]
+# What a studio process holds in its environment; none of it may reach a job.
+STUDIO_SECRETS = {"SECRET_KEY": "django-insecure-hunter2", "DATABASE_URL": "postgres://studio:pw@db:5432/kstudio",
+                  "REDIS_URL": "redis://:pw@redis:6379/0", "OPENAI_API_KEY": "sk-hunter2", "HF_TOKEN": "hf_hunter2",
+                  "PGPASSWORD": "hunter2", "KSTUDIO_TEST_SECRET": "hunter2"}
+
+
+def _studio_env() -> dict[str, str]:
+    return {**os.environ, **STUDIO_SECRETS}
+
+
+@pytest.fixture(scope="module")
+def box():
+    with Sandbox(preload=("agent.engine.sandbox.probes",), env=_studio_env()) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture(scope="module", params=["bwrap", "namespaces-only"])
+def walled(request):
+    """The same escape checks with bubblewrap's wall and with the inner namespaces alone (the fallback)."""
+    if request.param == "bwrap" and bwrap.usable()[0] is None:
+        pytest.skip(f"bubblewrap is not usable here: {bwrap.usable()[1]}")
+    with Sandbox(preload=("agent.engine.sandbox.probes",), env=_studio_env(), bwrap=request.param == "bwrap") as sandbox:
+        yield sandbox
+
+
+def _report(box, **payload):
+    out = box.run(Job("agent.engine.sandbox.probes:report", payload))
+    assert out.ok, out.stderr
+    return json.loads(out.result)
+
+
+def test_it_hides_other_processes_the_network_and_tmp(walled, tmp_path):
+    marker = "/tmp/kstudio-sandbox-marker"
+    open(marker, "w").close()
+    try:
+        facts = _report(walled, port=5432, paths=[f"/proc/{os.getpid()}/cmdline"])
+    finally:
+        os.remove(marker)
+    assert facts["isolation"].startswith("bwrap+namespaces" if walled.wall == "bwrap" else "namespaces")
+    # This test's own process is never visible; under bwrap as root the job may share bwrap's /proc,
+    # which shows only the zygote (pid 1) and the job's own processes.
+    assert facts["can_read"][f"/proc/{os.getpid()}/cmdline"] is False or facts["visible_pids"] == [1]
+    assert len(facts["visible_pids"]) <= 3
+    # Only directories bound back on purpose (a checkout or virtualenv under /tmp) may show there.
+    assert "kstudio-sandbox-marker" not in facts["tmp"]
+    assert facts["network"].startswith("refused")
+
+
+def test_it_gives_the_child_no_secrets_from_the_environment(walled):
+    facts = _report(walled, paths=["/proc/self/environ", "/proc/1/environ", "/proc/1/mem"])
+    assert not set(STUDIO_SECRETS) & set(facts["env"])
+    assert facts["env"]["CUDA_VISIBLE_DEVICES"] == "" and facts["env"]["HOME"] == "/tmp"
+    # The exec-time environment block (what /proc/*/environ shows) was filtered before the zygote started.
+    blocks = "".join(text or "" for text in facts["contents"].values())
+    assert "hunter2" not in blocks and "SECRET_KEY" not in blocks
+    assert facts["contents"]["/proc/self/environ"] is not None  # the job reads its own: the check saw something
+
+
+def test_it_hides_the_studios_files_from_the_child(walled):
+    marker = CHECKOUT / "var" / f"kstudio-test-secret-{secrets.token_hex(4)}"
+    marker.parent.mkdir(exist_ok=True)
+    marker.write_text("hunter2")
+    try:
+        paths = [str(marker), str(CHECKOUT / "studio" / "settings.py"), str(CHECKOUT / "manage.py"),
+                 str(CHECKOUT / "agent" / "engine" / "sandbox" / "zygote.py")]
+        facts = _report(walled, paths=paths)
+    finally:
+        marker.unlink()
+    readable = {Path(p).name: ok for p, ok in facts["can_read"].items()}
+    assert readable == {marker.name: False, "settings.py": False, "manage.py": False, "zygote.py": True}
+
+
+def test_it_keeps_a_jobs_writes_inside_its_private_tmp(walled, tmp_path):
+    tag = secrets.token_hex(4)
+    inside = f"/tmp/kstudio-job-{tag}/file"
+    host_tmp = str(tmp_path / f"job-{tag}")  # a host directory under /tmp: the job gets an empty /tmp instead
+    package = str(CHECKOUT / "agent" / f"kstudio_escape_{tag}.py")
+    out = walled.run(Job("agent.engine.sandbox.probes:attempt_writes", {"paths": [inside, host_tmp, package]}))
+    assert out.ok, out.stderr
+    landed = json.loads(out.result)
+    assert landed[inside] is True  # the private /tmp is writable...
+    assert not os.path.exists(inside) and not os.path.exists(host_tmp)  # ...and nothing of it reaches the host
+    if walled.wall == "bwrap":  # the fallback binds our package back writable for a job run as root
+        assert landed[package] is False and not os.path.exists(package)
+    elif os.path.exists(package):
+        os.remove(package)
+    assert walled.run(Job("agent.engine.sandbox.probes:report", {"paths": [inside]})).ok
+
+
+def test_it_warns_loudly_and_says_so_in_every_result_without_bubblewrap(monkeypatch, caplog):
+    monkeypatch.setattr(bwrap, "usable", lambda: (None, "bubblewrap is not installed"))
+    caplog.set_level(logging.WARNING, logger="agent.engine.sandbox.client")
+    with Sandbox(preload=()) as sandbox:
+        out = sandbox.run(Job("agent.engine.sandbox.probes:echo", {"result": b"ran"}))
+    assert out.result == b"ran" and "WARNING: bubblewrap is not installed" in out.isolation
+    assert any("SANDBOX WITHOUT BUBBLEWRAP" in r.getMessage() for r in caplog.records)
+    with pytest.raises(SandboxError, match="requires bubblewrap: bubblewrap is not installed"):
+        Sandbox(preload=(), bwrap=True).start()
+
+
+def test_it_kills_a_job_that_runs_past_its_wall_time_with_its_grandchildren(box):
+    tag = f"ks{secrets.token_hex(5)}"  # the job and its grandchild take this name: only they can match
+    started = time.monotonic()
+    out = box.run(Job("agent.engine.sandbox.probes:sleep", {"seconds": 60, "grandchild": True, "tag": tag},
+                      limits=Limits(wall_seconds=1)))
+    assert out.killed == "wall_time"
+    assert time.monotonic() - started < 10
+    time.sleep(0.5)
+    # A zombie is dead, only not yet reaped by its parent; anything else with the tag escaped the kill.
+    survivors = [p for p in psutil.process_iter(["name", "status"])
+                 if p.info["name"] == tag and p.info["status"] != psutil.STATUS_ZOMBIE]
+    assert survivors == []
+
+
+def test_it_kills_a_job_that_allocates_without_bound(box):
+    out = box.run(Job("agent.engine.sandbox.probes:allocate", {}, limits=Limits(memory_bytes=512 << 20, wall_seconds=60)))
+    assert not out.ok
+    assert out.killed == "memory" or "MemoryError" in out.stderr
+
+
+def test_it_contains_a_fork_bomb(box):
+    out = box.run(Job("agent.engine.sandbox.probes:fork_bomb", {}, limits=Limits(processes=32, wall_seconds=20)))
+    assert out.killed in {"processes", "wall_time"}
+    assert box.run(Job("agent.engine.sandbox.probes:echo", {"result": b"alive"})).result == b"alive"
+
+
+def test_it_reports_the_signal_that_killed_a_crashing_job(box):
+    out = box.run(Job("agent.engine.sandbox.probes:segfault", {}))
+    assert out.signal == signal.SIGSEGV
+    assert box.run(Job("agent.engine.sandbox.probes:echo", {"result": b"next"})).result == b"next"
+
+
+def test_it_caps_captured_output_but_keeps_head_and_tail(box):
+    noise = "first line\n" + "x" * 1_000_000 + "\nlast line\n"
+    out = box.run(Job("agent.engine.sandbox.probes:echo", {"stdout": noise}, limits=Limits(output_bytes=4096)))
+    assert out.ok
+    assert out.stdout.startswith("first line") and out.stdout.rstrip().endswith("last line")
+    assert len(out.stdout) < 5000
+    assert out.stdout_bytes == len(noise)
+
+
+def test_it_returns_a_large_result_intact(box):
+    blob = os.urandom(64 << 20)
+    out = box.run(Job("agent.engine.sandbox.probes:echo", {"result": blob}))
+    assert out.result == blob
+
+
+@pytest.mark.parametrize("wall", ["bwrap", "namespaces-only"])
+def test_it_keeps_a_shared_cache_under_tmp_visible_read_only_and_a_jobs_private_dir_its_own(wall, tmp_path):
+    if wall == "bwrap" and bwrap.usable()[0] is None:
+        pytest.skip(f"bubblewrap is not usable here: {bwrap.usable()[1]}")
+    cache, jobs, trusted = tmp_path / "cache", tmp_path / "jobs", tmp_path / "trusted"
+    for directory in (cache / "ab" / "entry", jobs / "mine", jobs / "other", trusted):
+        directory.mkdir(parents=True)
+    (cache / "ab" / "entry" / "lib.so").write_text("built")
+    (jobs / "other" / "output").write_text("another job's")
+    (trusted / "baseline.json").write_text("{}")
+    env = {**os.environ, "KSTUDIO_CACHE_DIR": str(cache), "KSTUDIO_JOB_ROOT": str(jobs), "KSTUDIO_TRUSTED_DIR": str(trusted)}
+    # A sandbox's shared directories are fixed when it starts (bwrap mounts them then).
+    with Sandbox(preload=(), env=env, bwrap=wall == "bwrap") as sandbox:
+        out = sandbox.run(Job("agent.engine.sandbox.probes:report", {"paths": [
+            str(cache / "ab" / "entry" / "lib.so"), str(jobs / "other" / "output"), str(trusted / "baseline.json")]}))
+        assert out.ok, out.stderr
+        facts = json.loads(out.result)
+        targets = [str(cache / "new"), str(cache / "ab" / "entry" / "lib.so"), str(cache / "ab" / "new" / "x"),
+                   str(jobs / "mine" / "built.so"), str(jobs / "other" / "output")]
+        wrote = sandbox.run(Job("agent.engine.sandbox.probes:attempt_writes", {"paths": targets}, private_dir=str(jobs / "mine")))
+    assert facts["can_read"] == {str(cache / "ab" / "entry" / "lib.so"): True, str(jobs / "other" / "output"): False,
+                                 str(trusted / "baseline.json"): False}
+    assert facts["tmp"] != []  # only the kept paths' top directory, nothing else of the host's /tmp
+    assert str(tmp_path).split("/")[2] in facts["tmp"]
+    landed = json.loads(wrote.result)
+    assert not any(landed[p] for p in targets[:3]), landed
+    assert (cache / "ab" / "entry" / "lib.so").read_text() == "built" and sorted(p.name for p in cache.iterdir()) == ["ab"]
+    assert (jobs / "mine" / "built.so").read_text().startswith("written")  # its own directory, and only that one
+    assert (jobs / "other" / "output").read_text() == "another job's"
+    assert [p.name for p in trusted.iterdir()] == ["baseline.json"]
+
+
+def test_a_detached_job_returns_at_its_whole_result_and_the_next_job_gets_its_own(box):
+    started = time.monotonic()
+    out = box.run(Job("agent.engine.sandbox.probes:slow_exit", {"result": b"whole", "seconds": 3}, detach=True))
+    assert out.ok and out.result == b"whole"
+    assert time.monotonic() - started < 2.5, "the client waited for the job's exit"
+    # The zygote reaps the detached job first; its report must not be taken for the next job's.
+    again = box.run(Job("agent.engine.sandbox.probes:echo", {"result": b"next"}))
+    assert again.ok and again.result == b"next" and "detached" not in again.isolation
+
+
+def test_a_detached_job_that_fails_after_part_of_its_result_is_waited_for_and_reported(box):
+    out = box.run(Job("agent.engine.sandbox.probes:slow_exit", {"result": b"part", "seconds": 0, "fail": True}, detach=True))
+    assert not out.ok and out.exit_code not in (0, None)
+    assert "failed after part of its result" in out.stderr
+
+
+def test_results_come_back_without_the_harness_marker(box):
+    assert box.run(Job("agent.engine.sandbox.probes:echo", {"result": b"plain"})).result == b"plain"
+
+
+def test_the_parent_can_stop_every_process_of_a_running_job_and_resume_it(box):
+    """What keeps a candidate's processes off the CPU while the baselines are timed (agent/engine/evaluate/session.py)."""
+    import threading
+
+    from agent.engine.sandbox.client import JobControl
+
+    control = JobControl()
+    results = {}
+    runner = threading.Thread(target=lambda: results.update(out=box.run(Job("agent.engine.sandbox.probes:ticks", {"seconds": 2.0},
+                                                                              control=control))))
+    runner.start()
+    time.sleep(0.6)
+    stopped_at = time.monotonic()
+    assert control.stop()
+    time.sleep(0.8)
+    resumed_at = time.monotonic()
+    assert control.resume()
+    runner.join(30)
+    control.close()
+    out = results["out"]
+    assert out.ok, out.stderr
+    seen = json.loads(out.result)
+    for who in ("job", "child"):
+        during = [t for t in seen[who] if stopped_at + 0.05 < t < resumed_at - 0.05]
+        assert not during, f"the {who} ran while stopped: {len(during)} ticks"
+        assert any(t > resumed_at for t in seen[who]), f"the {who} went on after the resume"
