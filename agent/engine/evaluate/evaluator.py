@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import psutil
 import torch
 
 from agent.engine import validation
@@ -288,7 +289,8 @@ class Evaluator:
                                   self._candidate_payload(candidate_source, cfg),
                                   self._reference_payload(problem_source, cfg, plan), self._job_env(cfg),
                                   exchange, outputs, compile_ratio=ratio if isinstance(ratio, (int, float)) else None,
-                                  park=plan_.park, progress=progress)
+                                  park=plan_.park, progress=progress,
+                                  job_limits=memory.job_limits(plan_, cfg.limits, cfg.reference_limits))
                 try:
                     outcome = session.run(profile=cfg.profile and not ncu)
                 except ProblemFailed as exc:
@@ -368,7 +370,8 @@ class Evaluator:
             budget, source = None, "no budget on the CPU unless EvalConfig.device_memory_bytes sets one"
         if "footprints" not in traced:
             return memory.unplanned(traced.get("error", "the footprint job reported none"), cfg.device, budget, source)
-        return memory.plan([memory.Footprint.from_dict(f) for f in traced["footprints"]], cfg.device, budget, source)
+        return memory.plan([memory.Footprint.from_dict(f) for f in traced["footprints"]], cfg.device, budget, source,
+                           host_available=psutil.virtual_memory().available if cfg.device == "cuda" else None)
 
     def check_problem(self, problem_source: str, names: ProblemNames | None = None, seconds: float = 60.0) -> dict[str, Any]:
         """Import and run a problem once in the sandbox (no candidate, no timing): what an upload form

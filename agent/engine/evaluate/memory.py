@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import agent.engine.evaluate.keyed as keyed
+from agent.engine.sandbox.limits import Limits
 
 BESIDE, AFTER, CAPACITY = "beside", "after", "capacity"
 GIB = 1 << 30
@@ -36,6 +37,8 @@ CONTEXT_BYTES = {"cuda": GIB, "cpu": 0}
 CHUNK_BYTES = 256 << 20
 # The most the candidate's job poisons at once with several blocks per output (poison_blocks).
 POISON_BYTES = GIB
+# The share of the host's free memory the sequential fallback's parked state may take (the rest is the jobs' own).
+HOST_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,10 @@ class MemoryPlan:
     reference_peak_bytes: int = 0
     candidate_idle_bytes: int = 0
     reference_idle_bytes: int = 0
+    # What each job would move to the host if it parks (AFTER on a GPU): then its limit on resident memory is raised
+    # by as much for this evaluation, or a problem of 6 GiB tensors would be killed at the job's usual 16 GiB.
+    candidate_host_bytes: int = 0
+    reference_host_bytes: int = 0
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,13 +135,27 @@ def _weights(fp: Footprint) -> int:
     return 4 * keyed.weight_pool_size(fp.output_elements) * fp.output_elements + 8 * min(fp.output_elements, keyed.PIECE)
 
 
-def plan(footprints: list[Footprint], device: str, budget: int | None, budget_source: str) -> MemoryPlan:
-    """The mode for the largest of the input sets (the main one and any variants)."""
+def candidate_parked(fp: Footprint) -> int:
+    """What the candidate's job parks (candidate_job.move): the two kept input sets. Its model stays its own."""
+    return 2 * fp.input_bytes
+
+
+def reference_parked(fp: Footprint) -> int:
+    """What the reference's job parks (reference_job.move): its weights, the two base sets and the stand-in outputs."""
+    return fp.weight_bytes + 2 * fp.input_bytes + fp.output_bytes
+
+
+def plan(footprints: list[Footprint], device: str, budget: int | None, budget_source: str,
+         host_available: int | None = None) -> MemoryPlan:
+    """The mode for the largest of the input sets (the main one and any variants). `host_available`: the host
+    memory free now (on a GPU), which the sequential fallback's parked state must fit."""
     fp = max(footprints, key=lambda f: (f.input_bytes + f.output_bytes, f.output_elements))
     cand, ref = candidate_peak(fp, device), reference_peak(fp, device)
     cand_idle = CONTEXT_BYTES[device] + fp.weight_bytes
     ref_idle = CONTEXT_BYTES[device]
     made = MemoryPlan(BESIDE, budget, budget_source, asdict(fp), cand, ref, cand_idle, ref_idle)
+    if device == "cuda":  # on the CPU, parking moves nothing
+        made.candidate_host_bytes, made.reference_host_bytes = candidate_parked(fp), reference_parked(fp)
     if budget is None or cand + ref <= budget:
         return made
     if max(cand + ref_idle, ref + cand_idle) <= budget:
@@ -142,10 +163,32 @@ def plan(footprints: list[Footprint], device: str, budget: int | None, budget_so
         made.note = (f"the two jobs need about {_size(cand + ref)} together, over the {_size(budget)} limit: the "
                      "reference's work runs after the candidate's, each parking its device memory on the host while "
                      "the other works")
+        if device == "cuda":
+            parked = made.candidate_host_bytes + made.reference_host_bytes
+            if host_available is not None and parked > HOST_SHARE * host_available:
+                made.mode = CAPACITY
+                made.note = (f"the problem does not fit this machine: one job after the other on the GPU, the jobs park "
+                             f"about {_size(parked)} on the host, and the host has {_size(host_available)} free (at most "
+                             f"{HOST_SHARE:.0%} of it is used). Its footprint is {fp.describe()}. This is the problem's "
+                             f"size, not the candidate's fault: evaluate it on a machine with more memory, or make the "
+                             f"problem smaller")
         return made
     made.mode = CAPACITY
     made.note = made.capacity_message()
     return made
+
+
+def job_limits(made: MemoryPlan, candidate: Limits, reference: Limits) -> tuple[Limits, Limits]:
+    """The two jobs' limits for this plan. Where each parks its device state on the host (AFTER on a GPU): room for
+    it beside its usual resident-memory limit (the figure is the parent's, from the traced footprint, never the
+    job's), and the candidate's job lives as long as the reference's may, since the engine's moves and the
+    reference's work now pass inside its lifetime. Each command the candidate answers keeps its own deadline
+    (session.py), so a hang is still the candidate's, and the engine's time never is."""
+    if not made.park:
+        return candidate, reference
+    return (replace(candidate, memory_bytes=candidate.memory_bytes + made.candidate_host_bytes,
+                    wall_seconds=max(candidate.wall_seconds, reference.wall_seconds)),
+            replace(reference, memory_bytes=reference.memory_bytes + made.reference_host_bytes))
 
 
 def after_out_of_memory(made: MemoryPlan) -> MemoryPlan | None:

@@ -31,6 +31,7 @@ from agent.engine.evaluate.keyed import agree
 from agent.engine.evaluate.plan import VARIANT
 from agent.engine.evaluate.progress import SILENT, Progress
 from agent.engine.sandbox.client import Job, JobControl, JobResult, Sandbox
+from agent.engine.sandbox.limits import Limits
 
 # The parent's pipe round trip is ~50-100 us; batches this long keep it under 1% of each.
 _MIN_CALLS, _MAX_CALLS = 1, 20_000
@@ -88,8 +89,11 @@ class Session:
     def __init__(self, candidate_sandbox: Sandbox, reference_sandbox: Sandbox, cfg: EvalConfig,
                  candidate_payload: dict[str, Any], reference_payload: dict[str, Any], env: dict[str, str],
                  exchange_fd: int, outputs_fd: int, compile_ratio: float | None, park: bool = False,
-                 progress: Progress = SILENT) -> None:
+                 progress: Progress = SILENT, job_limits: tuple[Limits, Limits] | None = None) -> None:
+        """`job_limits`: the candidate's and the reference's jobs' limits where the memory plan widens them
+        (memory.job_limits); the commands' deadlines stay `cfg`'s."""
         self.cfg = cfg
+        cand_limits, ref_limits = job_limits or (cfg.limits, cfg.reference_limits)
         self.progress = progress
         self.compile_ratio = compile_ratio
         # The sequential fallback (memory.py): whichever job the parent is not driving keeps its device state on
@@ -102,10 +106,10 @@ class Session:
         self.ref = ParentEnd()
         self.cand = ParentEnd()
         self._ref_job: Future[JobResult] = self._pool.submit(reference_sandbox.run, Job(
-            "agent.engine.evaluate.reference_job:reference", reference_payload, device=cfg.device, limits=cfg.reference_limits,
+            "agent.engine.evaluate.reference_job:reference", reference_payload, device=cfg.device, limits=ref_limits,
             env=env, fds=(*self.ref.job_fds(), exchange_fd, outputs_fd)))
         self._cand_job: Future[JobResult] = self._pool.submit(candidate_sandbox.run, Job(
-            "agent.engine.evaluate.candidate_job:candidate", candidate_payload, device=cfg.device, limits=cfg.limits,
+            "agent.engine.evaluate.candidate_job:candidate", candidate_payload, device=cfg.device, limits=cand_limits,
             env=env, fds=(*self.cand.job_fds(), exchange_fd, outputs_fd), control=self.control))
         self.ref.alive = lambda: not self._ref_job.done()
         self.cand.alive = lambda: not self._cand_job.done()

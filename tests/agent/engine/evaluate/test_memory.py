@@ -52,6 +52,42 @@ def test_a_candidate_out_of_memory_beside_the_reference_is_retried_one_after_the
     assert memory.after_out_of_memory(retry) is None  # out of memory after the other is the candidate's own
 
 
+# KernelBench's 19_ReLU at its own size: a 6 GiB input and a 6 GiB output on an 80 GB card.
+RELU_6GIB = memory.Footprint(input_bytes=6 * memory.GIB, weight_bytes=0, output_bytes=6 * memory.GIB,
+                             input_elements=3 << 29, output_elements=3 << 29)
+H100_BUDGET = int(0.9 * 79.2 * memory.GIB)
+
+
+def test_one_after_the_other_on_a_gpu_gives_each_job_room_on_the_host_for_what_it_parks():
+    # Seen on the H100: parked, the reference's job held its two base sets and the stand-in outputs (18 GiB) on the
+    # host and was killed at its usual 16 GiB limit; the problem ended in a capacity verdict it did not deserve.
+    made = memory.plan([RELU_6GIB], "cuda", H100_BUDGET, "test", host_available=120 * memory.GIB)
+    assert made.mode == memory.AFTER
+    assert made.candidate_host_bytes == 12 * memory.GIB and made.reference_host_bytes == 18 * memory.GIB
+    # Then each job waits while the other works, and the moves are the engine's: the candidate's job lives as long
+    # as the reference's may (each command it answers keeps its own deadline, in session.py).
+    usual, usual_ref = Limits(), Limits(wall_seconds=900)
+    cand, ref = memory.job_limits(made, usual, usual_ref)
+    assert ref.memory_bytes == usual_ref.memory_bytes + 18 * memory.GIB and ref.wall_seconds == 900
+    assert cand.memory_bytes == usual.memory_bytes + 12 * memory.GIB and cand.wall_seconds == 900
+    beside = memory.plan([FOOTPRINT], "cuda", H100_BUDGET, "test")
+    assert beside.mode == memory.BESIDE and memory.job_limits(beside, usual, usual_ref) == (usual, usual_ref)
+
+
+def test_parked_state_the_host_cannot_hold_is_a_capacity_verdict_naming_the_host():
+    made = memory.plan([RELU_6GIB], "cuda", H100_BUDGET, "test", host_available=24 * memory.GIB)
+    assert made.mode == memory.CAPACITY
+    assert "30.0 GiB on the host" in made.note and "24.0 GiB free" in made.note and "inputs 6.0 GiB" in made.note
+
+
+def test_on_the_cpu_parking_moves_nothing_so_no_room_is_added():
+    _, one, _ = _budgets()
+    made = memory.plan([FOOTPRINT], "cpu", one, "test")
+    assert made.mode == memory.AFTER and made.candidate_host_bytes == made.reference_host_bytes == 0
+    cand, ref = memory.job_limits(made, Limits(), Limits(wall_seconds=900))
+    assert cand.memory_bytes == ref.memory_bytes == Limits().memory_bytes
+
+
 def test_the_largest_input_set_decides_the_plan():
     large = dataclasses.replace(FOOTPRINT, input_bytes=FOOTPRINT.input_bytes * 8, input_elements=FOOTPRINT.input_elements * 8)
     _, one, _ = _budgets()
