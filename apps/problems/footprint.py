@@ -12,8 +12,10 @@ from agent.engine import ProblemNames
 _DTYPE_BYTES = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
                 "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
 # What the sandbox's child says when the problem ran out of memory (the CPU allocator, Python, CUDA, the zygote's watch).
-_OUT_OF_MEMORY = re.compile(r"DefaultCPUAllocator|can't allocate memory|MemoryError|out of memory|memory limit",
-                            re.IGNORECASE)
+# "Cannot allocate memory" is ENOMEM's own text: mapping the file that carries a large input between the check's
+# processes fails so when the address-space limit is reached (seen importing KernelBench's 8 GiB matrix-vector).
+_OUT_OF_MEMORY = re.compile(r"DefaultCPUAllocator|can't allocate memory|cannot allocate memory|MemoryError|"
+                            r"out of memory|memory limit", re.IGNORECASE)
 
 
 def memory_limit() -> int:
@@ -44,7 +46,13 @@ def size(n: float) -> str:
 
 def too_big(footprint: int | None, limit: int) -> str:
     """The user's message for a problem that does not fit."""
-    have = f"its inputs alone take {size(footprint)}" if footprint is not None else "it ran out of memory"
+    if footprint is None:
+        have = "it ran out of memory"
+    elif footprint > limit:
+        have = f"its inputs alone take {size(footprint)}"
+    else:  # the inputs fit, but not with the copies the check passes between its processes
+        have = (f"its inputs take {size(footprint)}, and with its outputs and the copy of the inputs the check hands "
+                "between processes it ran out of memory")
     return (f"The problem is too big for this studio: {have}, and a problem's process may use at most {size(limit)} "
             "of memory (the reference, its inputs and outputs together). Make the sizes in get_inputs() smaller "
             "(KernelBench's full sizes are meant for a GPU) and upload it again; nothing was created.")

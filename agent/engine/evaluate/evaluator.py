@@ -552,7 +552,8 @@ def _cuda_arch() -> str:
 def _out_of_memory(message: str, job: Any) -> bool:
     """Whether a failed job ran out of memory: killed at its memory limit, or torch's own out-of-memory error."""
     return getattr(job, "killed", None) == "memory" or any(
-        text in message for text in ("OutOfMemoryError", "out of memory", "can't allocate memory"))
+        text in message for text in ("OutOfMemoryError", "out of memory", "can't allocate memory",
+                                     "Cannot allocate memory"))
 
 
 def _footprint_text(plan: memory.MemoryPlan) -> str:
