@@ -13,7 +13,7 @@ never loads torch. (A name that is also a submodule's, like `diagnostics`, is im
 from agent.lazy import public_face
 
 __getattr__, __dir__ = public_face(__name__, {
-    "agent.engine.evaluate": "EvalConfig Evaluator ProblemError",
+    "agent.engine.evaluate": "EvalConfig Evaluator ProblemError ProblemTooBig",
     "agent.engine.sandbox": "Job JobResult Limits Sandbox SandboxError",
     "agent.engine.verdict": "BuildInfo Finding Flag Spread Stage Status Timing TrialResult Verdict device_seconds",
     "agent.engine.validation": "Issue ProblemNames validate_candidate validate_problem",

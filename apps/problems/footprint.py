@@ -58,5 +58,13 @@ def too_big(footprint: int | None, limit: int) -> str:
             "(KernelBench's full sizes are meant for a GPU) and upload it again; nothing was created.")
 
 
+def too_big_traced(footprint: str, needed: int, limit: int) -> str:
+    """The user's message for a problem whose footprint, traced on meta tensors by the check, does not fit."""
+    return (f"The problem is too big for this studio: its footprint is {footprint} (traced without running it), "
+            f"running it once takes about {size(needed)}, and a problem's process may use at most {size(limit)} of "
+            "memory. Make the sizes in get_inputs() smaller (KernelBench's full sizes are meant for a GPU) and upload "
+            "it again; nothing was created.")
+
+
 def ran_out_of_memory(error: str) -> bool:
     return bool(_OUT_OF_MEMORY.search(error or ""))

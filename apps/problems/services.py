@@ -17,7 +17,7 @@ from agent.engine import validation
 from agent.engine import Issue, ProblemNames
 from apps.core.errors import InUse, Refused
 from apps.problems.footprint import input_bytes as footprint_of
-from apps.problems.footprint import memory_limit, ran_out_of_memory, too_big
+from apps.problems.footprint import memory_limit, ran_out_of_memory, too_big, too_big_traced
 from apps.problems.models import Origin, Problem
 from apps.problems.tasks import check_problem as check_task
 
@@ -134,6 +134,9 @@ def check_in_sandbox(source: str, names: ProblemNames, *, in_process: bool = Fal
     if result.get("internal"):
         raise Refused(f"Checking the problem failed inside the studio ({result['error']}); nothing was created. "
                       "Try again, and tell an admin if it keeps happening.", source=source)
+    if not result["ok"] and isinstance(result.get("too_big"), dict):
+        big = result["too_big"]
+        raise Refused(too_big_traced(str(big["footprint"]), int(big["needed"]), int(big["limit"])), source=source)
     if not result["ok"] and ran_out_of_memory(result["error"]):
         raise Refused(too_big(footprint_of(source, names), memory_limit()), source=source)
     if not result["ok"]:

@@ -18,10 +18,13 @@ def check_problem(source: str, names: list[str], seconds: float) -> dict[str, An
     """Import and run the problem once in this worker's sandbox: {"ok": True, "header": ...} with what the
     run learnt, or {"ok": False, "error": ...} saying why the problem is refused. Never raises for a bad problem."""
     # The engine imports torch: only a worker that runs this task loads it, never the web process that queues it.
-    from agent.engine import ProblemError
+    from agent.engine import ProblemError, ProblemTooBig
 
     try:
         header = engine.evaluator().check_problem(source, ProblemNames(*names), seconds=seconds)
+    except ProblemTooBig as exc:
+        return {"ok": False, "error": str(exc),
+                "too_big": {"footprint": exc.footprint, "needed": exc.needed, "limit": exc.limit}}
     except ProblemError as exc:
         return {"ok": False, "error": str(exc)}
     except Exception as exc:  # our bug or a broken sandbox: say so rather than blame the module

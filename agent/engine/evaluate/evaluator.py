@@ -54,6 +54,15 @@ class ProblemError(ValueError):
     """The problem itself is invalid or fails: the user must fix the problem, not the candidate."""
 
 
+class ProblemTooBig(ProblemError):
+    """The problem's traced footprint does not fit the process that would run it: `footprint` describes it,
+    `needed` and `limit` are bytes."""
+
+    def __init__(self, message: str, footprint: str, needed: int, limit: int) -> None:
+        super().__init__(message)
+        self.footprint, self.needed, self.limit = footprint, needed, limit
+
+
 class Evaluator:
     """Holds a warm sandbox; evaluate() may be called many times (the agent's hot path)."""
 
@@ -348,18 +357,7 @@ class Evaluator:
     def memory_plan(self, problem_source: str, cfg: EvalConfig, names: ProblemNames) -> memory.MemoryPlan:
         """The problem's footprint (traced once per problem and device by a sandboxed job, on meta tensors) against
         the device memory budget: how the evaluation's two jobs share the device, or that they cannot."""
-        key = hashlib.sha256(json.dumps([problem_source, dataclasses.asdict(names), cfg.device]).encode()).hexdigest()
-        traced = self._footprints.get(key)
-        if traced is None:
-            out = self.reference_sandbox.run(Job(
-                "agent.engine.evaluate.footprint:footprint", {"problem_source": problem_source, "device": cfg.device,
-                                                       "names": dataclasses.asdict(names)},
-                device=cfg.device, limits=dataclasses.replace(cfg.reference_limits, wall_seconds=120,
-                                                              cpu_seconds=480),
-                env=self._job_env(cfg)))
-            if not out.ok:
-                raise ProblemError(f"the problem's footprint could not be traced: {describe_failure(out, 'the problem')}")
-            traced = self._footprints[key] = json.loads(out.result)
+        traced = self._traced(problem_source, cfg, names)
         if cfg.device_memory_bytes is not None:
             budget, source = cfg.device_memory_bytes, "EvalConfig.device_memory_bytes"
         elif traced.get("device_total_bytes"):
@@ -373,6 +371,23 @@ class Evaluator:
         return memory.plan([memory.Footprint.from_dict(f) for f in traced["footprints"]], cfg.device, budget, source,
                            host_available=psutil.virtual_memory().available if cfg.device == "cuda" else None)
 
+    def _traced(self, problem_source: str, cfg: EvalConfig, names: ProblemNames) -> dict[str, Any]:
+        """The problem's footprint job's answer (footprint.py: meta tensors, nothing allocated), once per problem and
+        device in this evaluator."""
+        key = hashlib.sha256(json.dumps([problem_source, dataclasses.asdict(names), cfg.device]).encode()).hexdigest()
+        traced = self._footprints.get(key)
+        if traced is None:
+            out = self.reference_sandbox.run(Job(
+                "agent.engine.evaluate.footprint:footprint", {"problem_source": problem_source, "device": cfg.device,
+                                                       "names": dataclasses.asdict(names)},
+                device=cfg.device, limits=dataclasses.replace(cfg.reference_limits, wall_seconds=120,
+                                                              cpu_seconds=480),
+                env=self._job_env(cfg)))
+            if not out.ok:
+                raise ProblemError(f"the problem's footprint could not be traced: {describe_failure(out, 'the problem')}")
+            traced = self._footprints[key] = json.loads(out.result)
+        return traced
+
     def check_problem(self, problem_source: str, names: ProblemNames | None = None, seconds: float = 60.0) -> dict[str, Any]:
         """Import and run a problem once in the sandbox (no candidate, no timing): what an upload form
         needs to know before accepting it. Returns its output shapes and hardware facts; raises
@@ -383,6 +398,21 @@ class Evaluator:
             raise ProblemError("the problem is invalid: " + "; ".join(_issue_text(i) for i in report.errors()))
         cfg = dataclasses.replace(self.config, timing=False, trials=1, distributions=())
         limits = dataclasses.replace(cfg.reference_limits, wall_seconds=seconds, cpu_seconds=max(1, int(seconds * 4)))
+        if cfg.device == "cpu":
+            # Traced first on meta tensors (seconds): a problem that cannot fit the check's process is told so with
+            # its footprint at once, rather than after filling the memory or the minute (KernelBench's GPU sizes).
+            traced = self._traced(problem_source, cfg, names)
+            if traced.get("footprints"):
+                fp = max((memory.Footprint.from_dict(f) for f in traced["footprints"]),
+                         key=lambda f: f.input_bytes + f.output_bytes)
+                needed = memory.check_peak(fp)
+                if needed > limits.memory_bytes:
+                    raise ProblemTooBig(
+                        f"the problem is too big to run here: its footprint is {fp.describe()} (traced on meta "
+                        f"tensors); running it once takes about {memory.size_text(needed)} (its weights, its inputs "
+                        f"and the copy handed between processes, its outputs and a forward's workspace), and its "
+                        f"process may use at most {memory.size_text(limits.memory_bytes)}",
+                        fp.describe(), needed, limits.memory_bytes)
         plan = _plan(cfg, secrets.randbits(62), names)
         with self.output_files.lend(limits.memory_bytes) as exchange:
             try:

@@ -37,6 +37,8 @@ CONTEXT_BYTES = {"cuda": GIB, "cpu": 0}
 CHUNK_BYTES = 256 << 20
 # The most the candidate's job poisons at once with several blocks per output (poison_blocks).
 POISON_BYTES = GIB
+# Python with torch imported, resident, before a problem allocates anything (about 0.4-0.6 GiB on x86-64).
+INTERPRETER_BYTES = GIB
 # The share of the host's free memory the sequential fallback's parked state may take (the rest is the jobs' own).
 HOST_SHARE = 0.8
 
@@ -133,6 +135,17 @@ def _masks(fp: Footprint, device: str) -> int:
 def _weights(fp: Footprint) -> int:
     """The projection's weight draws (float32, weight_pool_size per element) and a piece's product and roll."""
     return 4 * keyed.weight_pool_size(fp.output_elements) * fp.output_elements + 8 * min(fp.output_elements, keyed.PIECE)
+
+
+def check_peak(fp: Footprint) -> int:
+    """The upload check's process at its largest on the CPU (session.check_reference): the interpreter and torch,
+    the weights, one input set and the copy handed over in the exchange file, the outputs and a forward's
+    workspace."""
+    return INTERPRETER_BYTES + fp.weight_bytes + 2 * fp.input_bytes + fp.output_bytes + _workspace(fp)
+
+
+def size_text(n: int) -> str:
+    return _size(n)
 
 
 def candidate_parked(fp: Footprint) -> int:

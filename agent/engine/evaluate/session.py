@@ -487,7 +487,7 @@ def check_reference(sandbox: Sandbox, cfg: EvalConfig, payload: dict[str, Any], 
     except ChannelError as exc:
         end.close()
         result = job.result()
-        if result.killed:
+        if result.killed or result.signal or result.exit_code:
             raise ProblemFailed(describe_failure(result, "the problem")) from exc
         detail = f" ({result.stderr.strip()[-2000:]})" if result.stderr.strip() else ""
         raise ProblemFailed(f"{exc}{detail}") from exc
@@ -506,8 +506,17 @@ def describe_failure(out: JobResult, what: str) -> str:
         return f"{what} started too many processes and was killed"
     if out.killed == "wall_time":
         return f"{what} ran past its wall-clock limit and was killed"
-    if out.signal:
-        name = signal.Signals(out.signal).name
+    # A process inside the sandbox's own namespace shows its signal as the exit code 128 + N.
+    number = out.signal or (out.exit_code - 128 if out.exit_code and 128 < out.exit_code < 128 + 65 else None)
+    if number == signal.SIGKILL:
+        # Nothing of ours kills with SIGKILL without saying so (out.killed): the kernel's out-of-memory killer does.
+        return (f"{what} was killed by SIGKILL, most often because the machine ran out of memory (the kernel's "
+                f"out-of-memory killer)" + (f"\n{out.stderr[-2000:]}" if out.stderr.strip() else ""))
+    if number:
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
         return f"{what} crashed: killed by {name}" + (f"\n{out.stderr[-2000:]}" if out.stderr.strip() else "")
     tail = out.stderr.strip()[-3000:]
     return f"{what} exited with code {out.exit_code}" + (f":\n{tail}" if tail else " and printed nothing")

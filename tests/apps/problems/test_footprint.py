@@ -1,14 +1,18 @@
-"""What a user is told when a problem is too big (apps/problems/footprint.py): the engine's real failure for a
-problem whose inputs fit the limit but not together with the copy the check hands between its processes."""
+"""What a user is told when a problem is too big (apps/problems/footprint.py, the engine's upload check): a footprint
+traced on meta tensors that cannot fit is refused at once with its size and the limit; where the footprint cannot be
+traced, the real run's out-of-memory is still told as too big, never as a traceback."""
+import time
+
 import pytest
 
-from agent.engine.evaluate import EvalConfig, Evaluator, ProblemError
-from agent.engine.sandbox import Limits
-from apps.problems.footprint import input_bytes, ran_out_of_memory, too_big
 from agent.engine import ProblemNames
+from agent.engine.evaluate import EvalConfig, Evaluator, ProblemError, ProblemTooBig
+from agent.engine.sandbox import Limits
+from apps.problems.footprint import input_bytes, ran_out_of_memory, too_big, too_big_traced
 
 GIB = 1 << 30
-# A 700 MiB matrix and a vector: the inputs fit a 2 GiB process, the mapping that carries them to the check does not.
+# A 700 MiB matrix and a vector (KernelBench's level1/4_Matrix_vector_multiplication_, smaller): the inputs fit a
+# 2 GiB process, not with the copy handed to the check and the interpreter.
 MATRIX_VECTOR = '''
 import torch
 import torch.nn as nn
@@ -32,19 +36,40 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
+# The same, with a forward that reads a value: a meta tensor has none, so no footprint can be traced.
+UNTRACEABLE = MATRIX_VECTOR.replace("        return torch.matmul(A, B)",
+                                    "        if B.sum().item() < 0:\n            B = -B\n        return torch.matmul(A, B)")
 
 
-def test_a_check_that_cannot_map_the_inputs_it_hands_over_is_told_as_too_big_not_as_a_traceback(tmp_path):
+@pytest.fixture(scope="module")
+def evaluator(tmp_path_factory):
     cfg = EvalConfig(device="cpu", reference_limits=Limits(wall_seconds=120, cpu_seconds=600, memory_bytes=2 * GIB))
-    with Evaluator(cfg, cache_root=tmp_path) as evaluator, pytest.raises(ProblemError) as info:
+    with Evaluator(cfg, cache_root=tmp_path_factory.mktemp("kstudio-cache")) as ev:
+        yield ev
+
+
+def test_a_traced_footprint_too_big_for_the_check_is_refused_before_anything_runs(evaluator):
+    started = time.monotonic()
+    with pytest.raises(ProblemTooBig) as info:
         evaluator.check_problem(MATRIX_VECTOR)
+    big = info.value
+    assert big.limit == 2 * GIB and big.needed > big.limit and big.footprint.startswith("inputs 702.7 MiB")
+    assert "traced on meta tensors" in str(big) and "at most 2.0 GiB" in str(big)
+    message = too_big_traced(big.footprint, big.needed, big.limit)
+    assert message.startswith("The problem is too big for this studio: its footprint is inputs 702.7 MiB")
+    assert "Traceback" not in message
+    print(f"refused in {time.monotonic() - started:.1f} s")
+
+
+def test_where_no_footprint_can_be_traced_the_real_runs_out_of_memory_is_told_as_too_big(evaluator):
+    with pytest.raises(ProblemError) as info:
+        evaluator.check_problem(UNTRACEABLE)
     error = str(info.value)
-    assert ran_out_of_memory(error), error[-400:]
-    footprint = input_bytes(MATRIX_VECTOR, ProblemNames())
-    message = too_big(footprint, 2 * GIB)
+    assert not isinstance(info.value, ProblemTooBig) and ran_out_of_memory(error), error[-400:]
+    footprint = input_bytes(UNTRACEABLE, ProblemNames())
     assert footprint == 256 * 1024 * 700 * 4 + 1024 * 700 * 4
-    assert message.startswith("The problem is too big for this studio: its inputs take 702.7 MiB, and with its "
-                              "outputs and the copy") and "at most 2.0 GiB" in message
+    assert too_big(footprint, 2 * GIB).startswith("The problem is too big for this studio: its inputs take 702.7 MiB, "
+                                                  "and with its outputs and the copy")
 
 
 def test_inputs_over_the_limit_are_named_as_such():

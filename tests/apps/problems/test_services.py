@@ -101,3 +101,15 @@ def test_a_problem_that_runs_out_of_memory_in_the_sandbox_gets_a_plain_message_n
 def test_a_problem_is_named_without_its_py_suffix(owner):
     assert create_problem(owner, "silu.py", PROBLEM.read_text()).name == "silu"
     assert create_problem(owner, " level1/2_ReLU.py ", PROBLEM.read_text() + "\n").name == "level1/2_ReLU"
+
+
+def test_a_problem_whose_traced_footprint_cannot_fit_is_refused_with_it_and_nothing_is_created(owner):
+    # Its sizes are not literals (the source alone does not say them): the check traces them on meta tensors and
+    # refuses at once, allocating nothing (KernelBench's GPU sizes on a CPU studio).
+    source = PROBLEM.read_text().replace("def get_inputs():", "ROWS = int('4194304')\n\n\ndef get_inputs():\n    "
+                                                                  "return [torch.randn(ROWS, FEATURES)]\n\n\ndef _unused():")
+    with pytest.raises(Refused) as info:
+        create_problem(owner, "huge.py", source)
+    message = info.value.message
+    assert message.startswith("The problem is too big for this studio: its footprint is inputs 16.0 GiB"), message
+    assert "at most 16.0 GiB" in message and "Traceback" not in message and not Problem.objects.exists()

@@ -36,6 +36,18 @@ def test_it_rejects_a_get_inputs_that_fails_when_run(evaluator):
         evaluator.check_problem(source, seconds=60)
 
 
+def test_a_problem_killed_from_outside_mid_check_is_told_as_such_not_as_a_job_that_stopped_answering(evaluator):
+    # As the kernel's out-of-memory killer does to a full-size KernelBench problem on a small machine: SIGKILL, no
+    # word from the sandbox's own limits. The user hears what happened and its likely cause.
+    source = TEMPLATE.format(body="import os, signal").replace(
+        "return x + 1", "os.kill(os.getpid(), signal.SIGKILL)\n        return x + 1")
+    with pytest.raises(ProblemError) as info:
+        evaluator.check_problem(source, seconds=60)
+    message = str(info.value)
+    assert "killed by SIGKILL" in message and "ran out of memory" in message, message
+    assert "ended without answering" not in message
+
+
 def test_it_stops_a_module_that_hangs_on_import_within_its_seconds(evaluator):
     source = TEMPLATE.format(body="import time\ntime.sleep(3600)")
     started = time.monotonic()
