@@ -187,6 +187,31 @@ def test_the_diff_editor_shows_what_changed_between_two_candidates_and_against_t
     assert "the reference module silu_flows" in studio.driver.find_element(By.TAG_NAME, "main").text
 
 
+def test_profile_this_candidate_runs_it_again_with_the_profiler_and_its_page_shows_the_table(studio):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+
+    assert "run_url" in studio.made, "needs the run of the run-page test"
+    # The good kernel's own turn was timed, not profiled (the agent's profile tool made a turn of its own).
+    studio.driver.get(studio.made["run_url"] + "candidates/3/")
+    assert studio.driver.find_element(By.ID, "no-profile").is_displayed()
+    studio.driver.find_element(By.ID, "profile-button").click()
+    studio.wait.until(lambda d: "/runs/" in d.current_url and d.current_url.split("?")[0] != studio.made["run_url"])
+    profiled = studio.driver.current_url.split("?")[0]
+    # The new run's page is live from the start; once it ends, the server's panels replace the live ones.
+    studio.until("document.getElementById('run').dataset.panels === 'final'", 300)
+    assert "Profiled candidate 3 of run" in studio.driver.find_element(By.TAG_NAME, "main").text
+    studio.driver.get(profiled + "candidates/1/")
+    studio.wait.until(ec.presence_of_element_located((By.ID, "profile-table")))
+    assert not studio.driver.find_elements(By.ID, "profile-button"), "a profiled candidate offers no second profile"
+    rows = studio.js("return document.querySelectorAll('#profile-table tr').length")
+    assert rows > 1, "the profiler's table has rows beside its header"
+    table = studio.driver.find_element(By.ID, "profile-table")
+    studio.js("arguments[0].scrollIntoView({block: 'center'})", table)
+    shot = screenshot(table, "profile-this-candidate")
+    assert share(shot, lambda r, g, b: r + g + b < 600) > 0.01, "the table's text was drawn"
+
+
 def settle(studio, *editors: str) -> None:
     """Wait until each Monaco editor has drawn text, then two animation frames (Monaco paints in them)."""
     for editor in editors:
