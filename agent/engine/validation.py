@@ -190,8 +190,8 @@ def _module_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 def _bound_names(node: ast.stmt) -> list[str]:
     if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
         return [node.name]
-    if isinstance(node, ast.Assign):
-        return [t.id for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.Assign):  # `a = b = 1` and `h, w = 32, 32` bind every name they name
+        return [n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
         return [node.target.id]
     if isinstance(node, (ast.Import, ast.ImportFrom)):

@@ -179,6 +179,21 @@ _MAX_INT = 1 << 62
 Tensor = tuple[list[int | None] | None, str | None]
 
 
+def _bound_value(node: ast.Assign | ast.AnnAssign, name: str) -> ast.expr | None:
+    """The expression `name` takes in this assignment: the whole value (`a = b = 1`), or its element where a
+    literal tuple is unpacked (`h, w = 32, 32`); None where that cannot be read."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    for target in targets:
+        if isinstance(target, ast.Name) and target.id == name:
+            return node.value
+        if isinstance(target, (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)) \
+                and len(target.elts) == len(node.value.elts):
+            for element, value in zip(target.elts, node.value.elts):
+                if isinstance(element, ast.Name) and element.id == name:
+                    return value
+    return None
+
+
 class _Scope:
     """Names as get_inputs sees them: its own assignments first, then the module's (resolved lazily, once)."""
 
@@ -196,9 +211,12 @@ class _Scope:
         node = self.module.last(name)
         if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None or name in self._resolving:
             return None  # not a simple constant, or defined in terms of itself
+        expression = _bound_value(node, name)
+        if expression is None:
+            return None  # unpacked from something that is not a literal tuple of the same length
         self._resolving.add(name)
         try:
-            self._globals[name] = self.value(node.value, module_level=True)
+            self._globals[name] = self.value(expression, module_level=True)
         finally:
             self._resolving.discard(name)
         return self._globals[name]

@@ -50,9 +50,9 @@ def too_big(footprint: int | None, limit: int) -> str:
         have = "it ran out of memory"
     elif footprint > limit:
         have = f"its inputs alone take {size(footprint)}"
-    else:  # the inputs fit, but not with the copies the check passes between its processes
-        have = (f"its inputs take {size(footprint)}, and with its outputs and the copy of the inputs the check hands "
-                "between processes it ran out of memory")
+    else:  # the inputs fit, but not with what running it needs beside them
+        have = (f"its inputs take {size(footprint)}, and running it ran out of memory (its forward's own "
+                "intermediates, its outputs and the copy of the inputs the check hands between processes)")
     return (f"The problem is too big for this studio: {have}, and a problem's process may use at most {size(limit)} "
             "of memory (the reference, its inputs and outputs together). Make the sizes in get_inputs() smaller "
             "(KernelBench's full sizes are meant for a GPU) and upload it again; nothing was created.")

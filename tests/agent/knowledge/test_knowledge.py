@@ -120,6 +120,17 @@ def test_it_reads_dtypes_locals_operators_and_leaves_unknowns_as_none():
     assert signature.dtypes == ["float16", "float16", "int64", "float32", None]
 
 
+def test_a_name_bound_again_by_unpacking_takes_its_last_value_as_python_does():
+    # KernelBench's level2/11 binds height = width = 2048, then `height, width = 32, 32`: read from the first binding
+    # its input was 512 GiB, and the upload refused it as too big. Unpacking what cannot be read leaves it unknown.
+    source = (KERNELBENCH_CONV.replace("def get_inputs", "HEIGHT = WIDTH = 2048\nHEIGHT, WIDTH = 32, 64\n"
+                                       "DEPTH, = unknown()\n\ndef get_inputs")
+              .replace("torch.randn(batch_size, in_channels, height, width * 2)",
+                       "torch.randn(batch_size, DEPTH, HEIGHT, WIDTH)"))
+    assert "torch.randn(batch_size, DEPTH, HEIGHT, WIDTH)" in source
+    assert problem_signature(source).shapes == [[16, None, 32, 64]]
+
+
 def test_it_returns_an_empty_signature_for_garbage():
     empty = Signature()
     for source in ["", "def broken(:\n", "\0\1\2", "x = 1", "(" * 500 + ")" * 500, "x = " + "-" * 100_000 + "1",

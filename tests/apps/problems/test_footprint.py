@@ -69,7 +69,7 @@ def test_where_no_footprint_can_be_traced_the_real_runs_out_of_memory_is_told_as
     footprint = input_bytes(UNTRACEABLE, ProblemNames())
     assert footprint == 256 * 1024 * 700 * 4 + 1024 * 700 * 4
     assert too_big(footprint, 2 * GIB).startswith("The problem is too big for this studio: its inputs take 702.7 MiB, "
-                                                  "and with its outputs and the copy")
+                                                  "and running it ran out of memory")
 
 
 def test_inputs_over_the_limit_are_named_as_such():

@@ -94,7 +94,7 @@ def test_a_problem_that_runs_out_of_memory_in_the_sandbox_gets_a_plain_message_n
     with pytest.raises(Refused) as info:
         create_problem(owner, "softmax.py", BIG_SOFTMAX.format(batch=4096))
     message = info.value.message
-    assert message.startswith("The problem is too big for this studio: its inputs take 6.0 GiB, and with its outputs")
+    assert message.startswith("The problem is too big for this studio: its inputs take 6.0 GiB, and running it ran out")
     assert "16.0 GiB" in message and "zygote" not in message and "Traceback" not in message
 
 
