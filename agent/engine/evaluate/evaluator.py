@@ -371,17 +371,17 @@ class Evaluator:
         return memory.plan([memory.Footprint.from_dict(f) for f in traced["footprints"]], cfg.device, budget, source,
                            host_available=psutil.virtual_memory().available if cfg.device == "cuda" else None)
 
-    def _traced(self, problem_source: str, cfg: EvalConfig, names: ProblemNames) -> dict[str, Any]:
+    def _traced(self, problem_source: str, cfg: EvalConfig, names: ProblemNames, seconds: float = 120.0) -> dict[str, Any]:
         """The problem's footprint job's answer (footprint.py: meta tensors, nothing allocated), once per problem and
-        device in this evaluator."""
+        device in this evaluator; the job may take `seconds` (a module that hangs on import hangs here too)."""
         key = hashlib.sha256(json.dumps([problem_source, dataclasses.asdict(names), cfg.device]).encode()).hexdigest()
         traced = self._footprints.get(key)
         if traced is None:
             out = self.reference_sandbox.run(Job(
                 "agent.engine.evaluate.footprint:footprint", {"problem_source": problem_source, "device": cfg.device,
                                                        "names": dataclasses.asdict(names)},
-                device=cfg.device, limits=dataclasses.replace(cfg.reference_limits, wall_seconds=120,
-                                                              cpu_seconds=480),
+                device=cfg.device, limits=dataclasses.replace(cfg.reference_limits, wall_seconds=seconds,
+                                                              cpu_seconds=max(1, int(seconds * 4))),
                 env=self._job_env(cfg)))
             if not out.ok:
                 raise ProblemError(f"the problem's footprint could not be traced: {describe_failure(out, 'the problem')}")
@@ -397,22 +397,25 @@ class Evaluator:
         if not report.ok:
             raise ProblemError("the problem is invalid: " + "; ".join(_issue_text(i) for i in report.errors()))
         cfg = dataclasses.replace(self.config, timing=False, trials=1, distributions=())
-        limits = dataclasses.replace(cfg.reference_limits, wall_seconds=seconds, cpu_seconds=max(1, int(seconds * 4)))
+        started = time.monotonic()
         if cfg.device == "cpu":
             # Traced first on meta tensors (seconds): a problem that cannot fit the check's process is told so with
             # its footprint at once, rather than after filling the memory or the minute (KernelBench's GPU sizes).
-            traced = self._traced(problem_source, cfg, names)
+            # The trace and the run share the check's `seconds`, which is what the studio waits for.
+            traced = self._traced(problem_source, cfg, names, seconds=seconds)
             if traced.get("footprints"):
                 fp = max((memory.Footprint.from_dict(f) for f in traced["footprints"]),
                          key=lambda f: f.input_bytes + f.output_bytes)
                 needed = memory.check_peak(fp)
-                if needed > limits.memory_bytes:
+                if needed > cfg.reference_limits.memory_bytes:
                     raise ProblemTooBig(
                         f"the problem is too big to run here: its footprint is {fp.describe()} (traced on meta "
                         f"tensors); running it once takes about {memory.size_text(needed)} (its weights, its inputs "
                         f"and the copy handed between processes, its outputs and a forward's workspace), and its "
-                        f"process may use at most {memory.size_text(limits.memory_bytes)}",
-                        fp.describe(), needed, limits.memory_bytes)
+                        f"process may use at most {memory.size_text(cfg.reference_limits.memory_bytes)}",
+                        fp.describe(), needed, cfg.reference_limits.memory_bytes)
+        left = max(1.0, seconds - (time.monotonic() - started))
+        limits = dataclasses.replace(cfg.reference_limits, wall_seconds=left, cpu_seconds=max(1, int(left * 4)))
         plan = _plan(cfg, secrets.randbits(62), names)
         with self.output_files.lend(limits.memory_bytes) as exchange:
             try:
