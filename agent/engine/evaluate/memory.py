@@ -58,8 +58,8 @@ class Footprint:
         return cls(**{k: int(data[k]) for k in cls.__dataclass_fields__})
 
     def describe(self) -> str:
-        return (f"inputs {_size(self.input_bytes)}, weights {_size(self.weight_bytes)}, "
-                f"outputs {_size(self.output_bytes)}")
+        return (f"inputs {size_text(self.input_bytes)}, weights {size_text(self.weight_bytes)}, "
+                f"outputs {size_text(self.output_bytes)}")
 
 
 @dataclass
@@ -91,9 +91,9 @@ class MemoryPlan:
         fp = Footprint.from_dict(self.footprint)
         need = max(self.candidate_peak_bytes + self.reference_idle_bytes, self.reference_peak_bytes + self.candidate_idle_bytes)
         return (f"the problem does not fit the device: its footprint is {fp.describe()}; evaluating it needs about "
-                f"{_size(self.candidate_peak_bytes)} in the candidate's job and {_size(self.reference_peak_bytes)} in "
-                f"the reference's (at least {_size(need)} with one run after the other), and the limit is "
-                f"{_size(self.budget_bytes or 0)} ({self.budget_source}). This is the problem's size, not the "
+                f"{size_text(self.candidate_peak_bytes)} in the candidate's job and {size_text(self.reference_peak_bytes)} in "
+                f"the reference's (at least {size_text(need)} with one run after the other), and the limit is "
+                f"{size_text(self.budget_bytes or 0)} ({self.budget_source}). This is the problem's size, not the "
                 f"candidate's fault: evaluate it on a device with more memory, or make the problem smaller")
 
 
@@ -144,10 +144,6 @@ def check_peak(fp: Footprint) -> int:
     return INTERPRETER_BYTES + fp.weight_bytes + 2 * fp.input_bytes + fp.output_bytes + _workspace(fp)
 
 
-def size_text(n: int) -> str:
-    return _size(n)
-
-
 def candidate_parked(fp: Footprint) -> int:
     """What the candidate's job parks (candidate_job.move): the two kept input sets. Its model stays its own."""
     return 2 * fp.input_bytes
@@ -173,7 +169,7 @@ def plan(footprints: list[Footprint], device: str, budget: int | None, budget_so
         return made
     if max(cand + ref_idle, ref + cand_idle) <= budget:
         made.mode = AFTER
-        made.note = (f"the two jobs need about {_size(cand + ref)} together, over the {_size(budget)} limit: the "
+        made.note = (f"the two jobs need about {size_text(cand + ref)} together, over the {size_text(budget)} limit: the "
                      "reference's work runs after the candidate's, each parking its device memory on the host while "
                      "the other works")
         if device == "cuda":
@@ -181,7 +177,7 @@ def plan(footprints: list[Footprint], device: str, budget: int | None, budget_so
             if host_available is not None and parked > HOST_SHARE * host_available:
                 made.mode = CAPACITY
                 made.note = (f"the problem does not fit this machine: one job after the other on the GPU, the jobs park "
-                             f"about {_size(parked)} on the host, and the host has {_size(host_available)} free (at most "
+                             f"about {size_text(parked)} on the host, and the host has {size_text(host_available)} free (at most "
                              f"{HOST_SHARE:.0%} of it is used). Its footprint is {fp.describe()}. This is the problem's "
                              f"size, not the candidate's fault: evaluate it on a machine with more memory, or make the "
                              f"problem smaller")
@@ -237,7 +233,7 @@ def _workspace(fp: Footprint) -> int:
     return fp.output_bytes
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     for unit, scale in (("GiB", GIB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
