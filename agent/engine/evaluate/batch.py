@@ -11,6 +11,7 @@ from typing import Any, Callable
 import torch
 
 from agent.engine.evaluate.keyed import Pools, derive, project
+from agent.engine.evaluate.parking import Shelf
 
 
 def as_list(result: Any) -> list[Any]:
@@ -42,15 +43,18 @@ def run_batch(fn: Callable[..., Any], bases: list[list[Any]], keys: list[int], d
 
 def parking(state: Any, name: str) -> dict[str, Any] | None:
     """The sequential fallback (memory.py), alike in both jobs: "park" moves the job's own device state to the host
-    (state.move) until its next command moves it back. Returns the reply to "park", else None."""
+    (state.move, into its shelf: parking.py) until its next command moves it back. Returns the reply to "park", else
+    None."""
     if name == "park":
-        state.move("cpu")
+        state.move(to_host=True)
+        Shelf.settle(state.device)
         state.parked = True
         if state.device == "cuda":
             torch.cuda.empty_cache()
         return {"ok": True}
     if state.parked and name != "exit":
-        state.move(state.device)
+        state.move(to_host=False)
+        Shelf.settle(state.device)
         state.parked = False
     return None
 

@@ -26,9 +26,9 @@ from agent.engine.evaluate.channel import JobEnd
 from agent.engine.evaluate.codec import write_result
 from agent.engine.evaluate.jobs import CANDIDATE_MODULE, extension_router, setup_device
 from agent.engine.evaluate.keyed import Pools
-from agent.engine.evaluate.inputs import to_device
 from agent.engine.evaluate.loader import exec_module
 from agent.engine.evaluate.memory import poison_blocks
+from agent.engine.evaluate.parking import Shelf
 from agent.engine.evaluate.plan import build_model
 from agent.engine.evaluate.tensor_file import TensorFileReader, TensorFileWriter
 
@@ -82,13 +82,20 @@ class _State:
         self.sizes: list[int] = []
         self.pools = Pools(0)
         self.parked = False
+        self.shelf = Shelf()
 
-    def move(self, where: str) -> None:
-        """The harness's own device state (the kept inputs, the keyed draws) to `where`: the sequential fallback
-        (memory.py) parks it on the host while the reference's job works. The candidate's model is its own."""
-        self.seen = {i: to_device(values, where) for i, values in self.seen.items()}
-        self.bases = [to_device(values, where) for values in self.bases]
-        self.pools = Pools(self.pools.seed)
+    def move(self, to_host: bool) -> None:
+        """The harness's own device state to the host or back: the sequential fallback (memory.py) parks it while the
+        reference's job works. The kept inputs go through the shelf (parking.py); the keyed draws are dropped and drawn
+        again, identically, on the way back (keyed.Pools.restore). The candidate's model is its own."""
+        kept = [*self.seen.values(), *self.bases]  # never both at once: the bases are the kept sets (command "bases")
+        moved = self.shelf.park_sets("kept", kept) if to_host else Shelf.unpark_sets(kept, self.device)
+        self.seen = dict(zip(self.seen, moved[:len(self.seen)]))
+        self.bases = moved[len(self.seen):]
+        if to_host:
+            self.pools.release()
+        else:
+            self.pools.restore()
 
     def handle(self, command: dict[str, Any]) -> dict[str, Any]:
         name = command.get("cmd")

@@ -72,6 +72,7 @@ class Pools:
         self._masks: dict[tuple[Any, ...], list[torch.Tensor]] = {}
         self._weights: dict[tuple[Any, ...], list[torch.Tensor]] = {}
         self._differences: dict[int, torch.Tensor] = {}
+        self._released: tuple[list[Any], list[Any]] = ([], [])
 
     def mask(self, shape: torch.Size, device: torch.device, key: int, j: int, dtype: torch.dtype = torch.bool) -> torch.Tensor:
         """A keyed elementwise choice between the base sets: bool on a GPU (for torch.where), 0/1 in `dtype` on
@@ -123,16 +124,37 @@ class Pools:
         if numel < FRESH_BELOW:
             yield 0, numel, torch.randn(numel, generator=_generator(device, key, 1000 + j), device=device, dtype=torch.float32)
             return
-        pool = self._weights.get((numel, str(device)))
-        if pool is None:
-            pool = [torch.randn(numel, generator=_generator(device, self.seed, 9000 + i), device=device, dtype=torch.float32)
-                    for i in range(weight_pool_size(numel))]
-            self._weights[(numel, str(device))] = pool
+        pool = self._weight_pool(numel, device)
         first, _, shift = _pick(key, 1000 + j, numel)
         first %= len(pool)
         for start in range(0, numel, PIECE):
             stop = min(start + PIECE, numel)
             yield start, stop, _rolled(pool[first], shift, start, stop)
+
+
+    def _weight_pool(self, numel: int, device: torch.device) -> list[torch.Tensor]:
+        pool = self._weights.get((numel, str(device)))
+        if pool is None:
+            pool = [torch.randn(numel, generator=_generator(device, self.seed, 9000 + i), device=device, dtype=torch.float32)
+                    for i in range(weight_pool_size(numel))]
+            self._weights[(numel, str(device))] = pool
+        return pool
+
+    def release(self) -> None:
+        """Drop the device draws (the sequential fallback parks the job: memory.py), remembering which were made. (The
+        differences are made on the CPU only, where parking moves nothing.)"""
+        self._released = ([*self._masks], [*self._weights])
+        self._masks, self._weights = {}, {}
+
+    def restore(self) -> None:
+        """Draw again, identically, what release() dropped: here, before any batch, so that the first batch after a
+        park does not pay for draws that the other batches (and the null batch taken off them) do not."""
+        masks, weights = self._released
+        for numel, device, dtype in masks:
+            self._mask_pool(numel, torch.device(device), dtype)
+        for numel, device in weights:
+            self._weight_pool(numel, torch.device(device))
+        self._released = ([], [])
 
 
 def _roll(flat: torch.Tensor, shift: int) -> torch.Tensor:

@@ -150,8 +150,9 @@ def candidate_parked(fp: Footprint) -> int:
 
 
 def reference_parked(fp: Footprint) -> int:
-    """What the reference's job parks (reference_job.move): its weights, the two base sets and the stand-in outputs."""
-    return fp.weight_bytes + 2 * fp.input_bytes + fp.output_bytes
+    """What the reference's job parks (reference_job.move): its weights, the two base sets and, while the candidate
+    answers a checked call, that call's inputs (the stand-in outputs are dropped and remade)."""
+    return fp.weight_bytes + 3 * fp.input_bytes
 
 
 def plan(footprints: list[Footprint], device: str, budget: int | None, budget_source: str,

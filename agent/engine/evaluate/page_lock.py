@@ -43,22 +43,31 @@ def _cudart() -> ctypes.CDLL | None:
     return None
 
 
-@contextmanager
-def page_locked(host: torch.Tensor) -> Iterator[bool]:
-    """Lock the pages under a CPU tensor (contiguous, over a MAP_SHARED mapping) while the block runs; yields
-    whether they were locked. Only where CUDA is already initialised in this process: locking never starts it."""
+def lock(host: torch.Tensor) -> bool:
+    """Lock the pages under a contiguous CPU tensor until unlock(); whether they were locked. Only where CUDA is
+    already initialised in this process (locking never starts it) and the tensor is large enough to gain."""
     nbytes = host.numel() * host.element_size()
     library = _cudart() if torch.cuda.is_initialized() and nbytes >= MIN_BYTES else None
     if library is None:
-        yield False
-        return
-    cudart = torch.cuda.cudart()
-    pointer = host.data_ptr()
-    locked = int(cudart.cudaHostRegister(pointer, nbytes, 0)) == 0
-    if not locked:
-        library.cudaGetLastError()  # clear the refusal (see _cudart)
+        return False
+    if int(torch.cuda.cudart().cudaHostRegister(host.data_ptr(), nbytes, 0)) == 0:
+        return True
+    library.cudaGetLastError()  # clear the refusal (see _cudart)
+    return False
+
+
+def unlock(host: torch.Tensor) -> None:
+    """Undo lock(host); call it before the tensor's memory is freed."""
+    torch.cuda.cudart().cudaHostUnregister(host.data_ptr())
+
+
+@contextmanager
+def page_locked(host: torch.Tensor) -> Iterator[bool]:
+    """Lock the pages under a CPU tensor (contiguous, over a MAP_SHARED mapping) while the block runs; yields
+    whether they were locked."""
+    locked = lock(host)
     try:
         yield locked
     finally:
         if locked:
-            cudart.cudaHostUnregister(pointer)
+            unlock(host)

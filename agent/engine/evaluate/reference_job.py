@@ -31,7 +31,7 @@ from agent.engine.evaluate.jobs import PROBLEM_MODULE, hardware_facts, setup_dev
 from agent.engine.evaluate.keyed import Pools, derive, project, projection_bound
 from agent.engine.evaluate.loader import exec_module
 from agent.engine.evaluate.memory import CHUNK_BYTES
-from agent.engine.evaluate.inputs import to_device
+from agent.engine.evaluate.parking import Shelf
 from agent.engine.evaluate.plan import TrialPlan, build_model, variant_count
 from agent.engine.evaluate.tensor_file import TensorFileReader, TensorFileWriter
 import agent.engine.sandbox.isolation as isolation
@@ -106,6 +106,8 @@ class _State:
         self.base_calls: list[int] = []  # the checked calls whose inputs are the timed batches' two bases
         self.parked = False
         self.stand_ins: list[torch.Tensor] = []
+        self.stand_in_shapes: list[tuple[torch.Size, torch.dtype]] = []  # while parked
+        self.shelf = Shelf()
         self.compiled: Any = None
         self.pools = Pools(0)
         self.probe_cycles = 0
@@ -143,14 +145,24 @@ class _State:
                 return {"ok": True}
         raise ValueError(f"unknown command {name!r}")
 
-    def move(self, where: str) -> None:
-        """Everything this job keeps on the device, to `where`; the keyed draws are dropped (redrawn from their seed,
-        identically, when next used)."""
+    def move(self, to_host: bool) -> None:
+        """Everything this job keeps on the device, to the host or back (the inputs through its shelf: parking.py). The keyed
+        draws are dropped and drawn again, identically, on the way back (keyed.Pools.restore), and the null batch's
+        stand-in outputs are dropped: only their shapes matter, so they come back as zeros."""
         if hasattr(self.model, "to"):
-            self.model.to(where)
-        self.inputs = {i: to_device(values, where) for i, values in self.inputs.items()}
-        self.stand_ins = [t.to(where) for t in self.stand_ins]
-        self.pools = Pools(self.pools.seed)
+            self.model.to("cpu" if to_host else self.device)
+        kept = list(self.inputs.values())
+        moved = self.shelf.park_sets("inputs", kept) if to_host else Shelf.unpark_sets(kept, self.device)
+        self.inputs = dict(zip(self.inputs, moved))
+        if to_host:
+            self.stand_in_shapes = [(t.shape, t.dtype) for t in self.stand_ins]
+            self.stand_ins = []
+        else:
+            self.stand_ins = [torch.zeros(shape, dtype=dtype, device=self.device) for shape, dtype in self.stand_in_shapes]
+        if to_host:
+            self.pools.release()
+        else:
+            self.pools.restore()
 
     def weights(self) -> dict[str, Any]:
         writer = TensorFileWriter(self.exchange_fd)
@@ -213,9 +225,8 @@ class _State:
     def set_variant_bases(self, k: int) -> dict[str, Any]:
         """Variant k's two base sets (fresh draws of its shapes, never a checked call's), written to the exchange file;
         the sets timed before are dropped, and the null batch's stand-ins take the variant's output shapes."""
-        for index in self.base_calls:
-            if index not in (0, 1):
-                self.inputs.pop(index, None)
+        for index in self.base_calls:  # the sets timed before (calls 0 and 1 are checked already: no command needs them)
+            self.inputs.pop(index, None)
         first, second = -2 * (k + 1), -2 * (k + 1) - 1  # keys of no checked call
         self.inputs[first] = self.plan.variant_inputs(self.problem, k, "base0", self.device)
         self.inputs[second] = self.plan.variant_inputs(self.problem, k, "base1", self.device)

@@ -235,16 +235,23 @@ class Session:
 
     def _autorange(self, name: str, target: float, m: Measured, most: int) -> int:
         calls, spent = 1, 0.0
+        unchecked: list[tuple[list[int], Any]] = []
         for attempt in range(18):
             keys = _keys(calls)
-            spent = self._candidate_batch(keys, m) if name == "candidate" else self._reference_batch(name, keys)[0]
-            if m.mismatched_calls:
-                return calls
+            if name == "candidate":
+                # Checked together afterwards: in the sequential fallback each check hands the device to the
+                # reference's job and back, and these batches only size the timed ones (every output still checked).
+                spent, reply = self._run_candidate_batch(keys)
+                unchecked.append((keys, reply.get("projections")))
+            else:
+                spent = self._reference_batch(name, keys)[0]
             # The first batches pay for first launches (lazily loaded kernels, allocator growth): they size nothing.
             if (attempt >= 2 and spent >= target) or calls >= most:
                 break
             if attempt >= 1:
                 calls = min(calls * 2, most)
+        for keys, got in unchecked:
+            self._check_batch(keys, got, m)
         return min(most, _calls(target, spent / calls))
 
     def _round(self, models: list[str], m: Measured, probes: list[float], flip: bool) -> None:
@@ -286,30 +293,44 @@ class Session:
 
     def _candidate_batch(self, keys: list[int], m: Measured, events: bool = False) -> Any:
         """Time one batch of the candidate's on the parent's clock, then check every call's projections."""
+        seconds, reply = self._run_candidate_batch(keys)
+        self._check_batch(keys, reply.get("projections"), m)
+        if not events:
+            return seconds
+        ms = reply.get("events_ms")
+        return seconds, (float(ms) / len(keys) if isinstance(ms, (int, float)) and math.isfinite(ms) else None)
+
+    def _run_candidate_batch(self, keys: list[int]) -> tuple[float, dict[str, Any]]:
+        """One batch of the candidate's on the parent's clock: (seconds, its reply), not checked yet."""
         self._resume_candidate()
+        if self._cand_parked:
+            # Back from a park, the first batch would pay for the device memory every later batch reuses (its caching
+            # allocator was emptied for the reference's job): an untimed batch of one call, on a key never timed, does.
+            self._ask_cand({"cmd": "batch", "keys": _keys(1)}, self._batch_seconds(1))
         self._ask_cand({"cmd": "ping"}, 60.0)  # woken after its stop, and its GPU context current
         began = self.cand.send({"cmd": "batch", "keys": keys})
         reply, ended = self._receive_cand(self._batch_seconds(len(keys)))
-        seconds = ended - began
         self._stop_candidate()
-        got = reply.get("projections")
+        return ended - began, reply
+
+    def _check_batch(self, keys: list[int], got: Any, m: Measured) -> None:
+        """Every call's projections against the reference's for the same keys."""
         verdict = self._ask_ref({"cmd": "verify", "keys": keys})
         for i, (expected, bounds) in enumerate(zip(verdict["expected"], verdict["bounds"])):
             mine = got[i] if isinstance(got, list) and i < len(got) and isinstance(got[i], list) else []
             m.verified_calls += 1
             if not agree(mine, expected, bounds):
                 m.mismatched_calls.append(m.verified_calls - 1)
-        if not events:
-            return seconds
-        ms = reply.get("events_ms")
-        return seconds, (float(ms) / len(keys) if isinstance(ms, (int, float)) and math.isfinite(ms) else None)
 
     def _reference_batch(self, model: str, keys: list[int], events: bool = False) -> tuple[float, float | None, float]:
         """Time one batch of the reference's on the parent's clock (with the candidate's processes stopped);
         returns seconds, the device probe's time and the batch's device events (ms, or NaN)."""
+        back_from_park = self._ref_parked
         self._hand_to_reference()
         self._stop_candidate()
         try:
+            if back_from_park:  # as for the candidate's (_run_candidate_batch): the allocator's first growth, untimed
+                self.ref.ask({"cmd": "batch", "model": model, "keys": _keys(1)}, self._batch_seconds(1, reference=True))
             self.ref.ask({"cmd": "ping"}, 60.0)  # woken, and its GPU context current, like every timed job
             began = self.ref.send({"cmd": "batch", "model": model, "keys": keys})
             reply, ended = self.ref.receive(self._batch_seconds(len(keys), reference=True))

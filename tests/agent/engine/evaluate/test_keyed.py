@@ -72,3 +72,22 @@ def test_large_tensors_are_mixed_and_projected_in_pieces_exactly_as_whole(monkey
     wrong = ref.clone()
     wrong[n - 50:] += 3.0  # 50 elements, in the last (short) piece
     assert not agree(project([wrong], 5, pools).tolist(), project([ref], 5, pools).tolist(), bound)
+
+
+def test_draws_dropped_at_a_park_are_drawn_again_identically_before_the_next_batch(monkeypatch):
+    import agent.engine.evaluate.keyed as keyed
+
+    monkeypatch.setattr(keyed, "PIECE", 1 << 17)  # large enough to use the pools
+    n = 2 * (1 << 17)
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    pools = Pools(6)
+    mixed, projected = pools.mixed(0, a, b, 21), project([a], 21, pools)
+    drawn = {k: [t.clone() for t in v] for k, v in (*pools._masks.items(), *pools._weights.items())}
+    pools.release()
+    assert not pools._masks and not pools._weights, "parked: no draw is held"
+    pools.restore()
+    # Drawn again before any call needs them (a batch after a park pays for nothing the others do not), and the same.
+    assert {**pools._masks, **pools._weights}.keys() == drawn.keys()
+    assert all(torch.equal(x, y) for k in drawn for x, y in zip({**pools._masks, **pools._weights}[k], drawn[k]))
+    assert torch.equal(pools.mixed(0, a, b, 21), mixed) and torch.equal(project([a], 21, pools), projected)
