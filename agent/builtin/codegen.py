@@ -54,6 +54,8 @@ def _cuda_row_variants(plan: Plan) -> list[Variant]:
     held = [Variant(f"the row in registers, {b} threads per row, {columns // b} values per thread, {access}",
                     block=b, vec=vec, registers=True)
             for b in (256, 512, 1024, 128, 64, 32) if register_fit(columns, b, vec)][:4]
+    if spread_over_row(plan):
+        held = []  # the register template writes a reduction once per row; the streaming one spreads it over the row
     streamed = [Variant(f"one block of {b} threads per row, streaming the row", block=b) for b in (256, 1024)]
     return held + streamed[:6 - len(held)]
 
@@ -247,9 +249,18 @@ def _row_shapes(plan: Plan) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The row op's input shape and the shape its epilogue runs over ((rows..., 1) for reductions)."""
     assert plan.row is not None
     source_shape = plan.row.source.shape if not isinstance(plan.row.source, float) else ()
-    if plan.row.kind in ("sum", "mean", "amax"):
+    if plan.row.kind in ("sum", "mean", "amax") and not spread_over_row(plan):
         return source_shape, source_shape[:-1] + (1,)
     return source_shape, source_shape
+
+
+def spread_over_row(plan: Plan) -> bool:
+    """A reduction whose result the epilogue broadcasts back over its whole row (x / mean(|x|, -1, keepdim)): the
+    epilogue then runs per element, after the statistic, instead of once per row."""
+    assert plan.row is not None
+    source = plan.row.source
+    return plan.row.kind in ("sum", "mean", "amax") and not isinstance(source, float) \
+        and tuple(plan.shape) == tuple(source.shape) and source.shape[-1] > 1
 
 
 def _epilogue(plan: Plan, shape: tuple[int, ...]) -> _Emitter:
@@ -369,8 +380,12 @@ def _cpp_row(plan: Plan) -> str:
                   "float acc = -INFINITY; int nan = 0;\n#pragma omp simd reduction(max:acc) reduction(|:nan)\n"
                   "            for (long long c = 0; c < C; ++c) { const float v = buf[c]; acc = std::max(acc, v); nan |= (v != v); }\n"
                   "            const float y = nan ? NAN : acc;")
-        tail = (f"            {reduce}\n            {{\n                const long long c = 0, i = r; (void)c; (void)i;\n"
-                f"{write}\n                o[r] = {result};\n            }}")
+        if spread_over_row(plan):
+            tail = (f"            {reduce}\n            for (long long c = 0; c < C; ++c) {{\n"
+                    f"                const long long i = r * C + c; (void)i;\n{write}\n                o[i] = {result};\n            }}")
+        else:
+            tail = (f"            {reduce}\n            {{\n                const long long c = 0, i = r; (void)c; (void)i;\n"
+                    f"{write}\n                o[r] = {result};\n            }}")
     else:
         stats = {
             # Reductions carry `omp simd reduction` so they vectorise (a plain float sum must keep its order).
@@ -627,8 +642,11 @@ def _cuda_row(plan: Plan, variant: Variant) -> str:
         else:
             body = pass_("acc += xv;", first=True) + f"    const float y = block_sum(acc, red){' / (float)C' if kind == 'mean' else ''};\n"
             init = "float acc = 0.0f;"
-        tail = (f"    if (threadIdx.x == 0) {{\n        const long long c = 0, i = r; (void)c; (void)i;\n{write}\n"
-                f"        o[r] = {result};\n    }}")
+        if spread_over_row(plan):  # a second pass writes every element of the row
+            tail = (f"    {loop}{write}\n        o[i] = {result};\n    }}\n")
+        else:
+            tail = (f"    if (threadIdx.x == 0) {{\n        const long long c = 0, i = r; (void)c; (void)i;\n{write}\n"
+                    f"        o[r] = {result};\n    }}")
         main = f"    {init}\n{body}{tail}"
     else:
         stats = {
