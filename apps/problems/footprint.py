@@ -3,21 +3,14 @@ big for the studio's limits: a plain sentence with the footprint and the limit, 
 from __future__ import annotations
 
 import math
-import re
 
 from agent.knowledge import problem_signature
 from agent.engine import Limits
 from agent.engine import ProblemNames
+from agent.engine.memory_text import size_text
 
 _DTYPE_BYTES = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
                 "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
-# What the sandbox's child says when the problem ran out of memory (the CPU allocator, Python, CUDA, the zygote's watch).
-# "Cannot allocate memory" is ENOMEM's own text: mapping the file that carries a large input between the check's
-# processes fails so when the address-space limit is reached (seen importing KernelBench's 8 GiB matrix-vector).
-_OUT_OF_MEMORY = re.compile(r"DefaultCPUAllocator|can't allocate memory|cannot allocate memory|MemoryError|"
-                            r"out of memory|memory limit", re.IGNORECASE)
-
-
 def memory_limit() -> int:
     """The memory a problem's process may use: the sandbox's reference limit (the studio leaves it at its default)."""
     return Limits().memory_bytes
@@ -36,24 +29,16 @@ def input_bytes(source: str, names: ProblemNames) -> int | None:
     return total
 
 
-def size(n: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
 def too_big(footprint: int | None, limit: int) -> str:
     """The user's message for a problem that does not fit."""
     if footprint is None:
         have = "it ran out of memory"
     elif footprint > limit:
-        have = f"its inputs alone take {size(footprint)}"
+        have = f"its inputs alone take {size_text(footprint)}"
     else:  # the inputs fit, but not with what running it needs beside them
-        have = (f"its inputs take {size(footprint)}, and running it ran out of memory (its forward's own "
+        have = (f"its inputs take {size_text(footprint)}, and running it ran out of memory (its forward's own "
                 "intermediates, its outputs and the copy of the inputs the check hands between processes)")
-    return (f"The problem is too big for this studio: {have}, and a problem's process may use at most {size(limit)} "
+    return (f"The problem is too big for this studio: {have}, and a problem's process may use at most {size_text(limit)} "
             "of memory (the reference, its inputs and outputs together). Make the sizes in get_inputs() smaller "
             "(KernelBench's full sizes are meant for a GPU) and upload it again; nothing was created.")
 
@@ -61,10 +46,6 @@ def too_big(footprint: int | None, limit: int) -> str:
 def too_big_traced(footprint: str, needed: int, limit: int) -> str:
     """The user's message for a problem whose footprint, traced on meta tensors by the check, does not fit."""
     return (f"The problem is too big for this studio: its footprint is {footprint} (traced without running it), "
-            f"running it once takes about {size(needed)}, and a problem's process may use at most {size(limit)} of "
+            f"running it once takes about {size_text(needed)}, and a problem's process may use at most {size_text(limit)} of "
             "memory. Make the sizes in get_inputs() smaller (KernelBench's full sizes are meant for a GPU) and upload "
             "it again; nothing was created.")
-
-
-def ran_out_of_memory(error: str) -> bool:
-    return bool(_OUT_OF_MEMORY.search(error or ""))

@@ -17,7 +17,8 @@ from agent.engine import validation
 from agent.engine import Issue, ProblemNames
 from apps.core.errors import InUse, Refused
 from apps.problems.footprint import input_bytes as footprint_of
-from apps.problems.footprint import memory_limit, ran_out_of_memory, too_big, too_big_traced
+from agent.engine.memory_text import ran_out_of_memory
+from apps.problems.footprint import memory_limit, too_big, too_big_traced
 from apps.problems.models import Origin, Problem
 from apps.problems.tasks import check_problem as check_task
 

@@ -32,6 +32,7 @@ from agent.engine.evaluate.codec import read_result
 from agent.engine.evaluate.config import EvalConfig
 from agent.engine.evaluate.judge import PROTOCOL, judge
 import agent.engine.evaluate.memory as memory
+from agent.engine.memory_text import ran_out_of_memory, size_text
 from agent.engine.evaluate.peaks import PEAKS_PROTOCOL
 from agent.engine.evaluate.plan import TrialPlan
 from agent.engine.evaluate.progress import SILENT, Progress, Watcher
@@ -410,9 +411,9 @@ class Evaluator:
                 if needed > cfg.reference_limits.memory_bytes:
                     raise ProblemTooBig(
                         f"the problem is too big to run here: its footprint is {fp.describe()} (traced on meta "
-                        f"tensors); running it once takes about {memory.size_text(needed)} (its weights, its inputs "
+                        f"tensors); running it once takes about {size_text(needed)} (its weights, its inputs "
                         f"and the copy handed between processes, its outputs and a forward's workspace), and its "
-                        f"process may use at most {memory.size_text(cfg.reference_limits.memory_bytes)}",
+                        f"process may use at most {size_text(cfg.reference_limits.memory_bytes)}",
                         fp.describe(), needed, cfg.reference_limits.memory_bytes)
         left = max(1.0, seconds - (time.monotonic() - started))
         limits = dataclasses.replace(cfg.reference_limits, wall_seconds=left, cpu_seconds=max(1, int(left * 4)))
@@ -583,10 +584,8 @@ def _cuda_arch() -> str:
 
 
 def _out_of_memory(message: str, job: Any) -> bool:
-    """Whether a failed job ran out of memory: killed at its memory limit, or torch's own out-of-memory error."""
-    return getattr(job, "killed", None) == "memory" or any(
-        text in message for text in ("OutOfMemoryError", "out of memory", "can't allocate memory",
-                                     "Cannot allocate memory"))
+    """Whether a failed job ran out of memory: killed at its memory limit, or its error says so (memory_text)."""
+    return getattr(job, "killed", None) == "memory" or ran_out_of_memory(message)
 
 
 def _footprint_text(plan: memory.MemoryPlan) -> str:

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import agent.engine.evaluate.keyed as keyed
+from agent.engine.memory_text import size_text
 from agent.engine.sandbox.limits import Limits
 
 BESIDE, AFTER, CAPACITY = "beside", "after", "capacity"
@@ -232,10 +233,3 @@ def poison_bytes(output_bytes: int) -> int:
 def _workspace(fp: Footprint) -> int:
     """What a forward may allocate for itself: one output's size (a pointwise chain's intermediate)."""
     return fp.output_bytes
-
-
-def size_text(n: int) -> str:
-    for unit, scale in (("GiB", GIB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} bytes"

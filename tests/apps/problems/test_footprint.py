@@ -8,7 +8,8 @@ import pytest
 from agent.engine import ProblemNames
 from agent.engine.evaluate import EvalConfig, Evaluator, ProblemError, ProblemTooBig
 from agent.engine.sandbox import Limits
-from apps.problems.footprint import input_bytes, ran_out_of_memory, too_big, too_big_traced
+from agent.engine.memory_text import ran_out_of_memory
+from apps.problems.footprint import input_bytes, too_big, too_big_traced
 
 GIB = 1 << 30
 # A 700 MiB matrix and a vector (KernelBench's level1/4_Matrix_vector_multiplication_, smaller): the inputs fit a
