@@ -9,7 +9,15 @@ Planning count: every problem of the given levels is traced in the sandbox on me
 and its first CUDA candidate written, as the policy's first turn does; nothing is compiled or run. A
 refused problem is listed with what stopped it.
 
+Run over a KernelBench checkout (--run, issue 23's acceptance on the GPU box): the policy on every problem of the
+levels at the problem's own size, one optimize process each, resumable (a JSON-lines --state file: a rerun skips
+what it holds) and bounded (--seconds: no problem is started past it), so that the sweep spreads over device calls.
+A problem the policy does not plan ends at once and counts as not planned; the report gives per level the planned
+problems, how many were accepted, and the geometric-mean speedup against the best of eager and torch.compile.
+
 Usage: python benchmarks/builtin_policy.py /path/to/KernelBench --levels 1,2,3 --out plans.json
+       python benchmarks/builtin_policy.py /path/to/KernelBench --run --levels 1,2 --device cuda --state var/b.jsonl \
+           --seconds 540 --out var/b.md
        python benchmarks/builtin_policy.py --device cuda --max-turns 8 --out results.json
        python benchmarks/builtin_policy.py --device cuda --prebuild 14 --only softmax_rows,row_max
        python benchmarks/builtin_policy.py --device cpu --only relu_scale_bias,softmax_rows
@@ -285,6 +293,82 @@ def count_markdown(results: list[Result]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_NOT_PLANNED = "the built-in policy cannot optimize this module"
+_KEPT = ("speedup_vs_eager", "speedup_vs_compile", "speedup_vs_best", "sol_fraction", "candidate_ms")
+
+
+def kernelbench_problems(root: Path, levels: list[int]) -> list[tuple[int, Path]]:
+    """Every problem of the levels, in KernelBench's own order (1_, 2_, ..., 10_)."""
+    return [(level, path) for level in levels for path in sorted(level_folder(root, level).glob("*.py"),
+                                                                 key=lambda p: (len(p.name.split("_")[0]), p.name))]
+
+
+def run_kernelbench(root: Path, levels: list[int], *, device: str, max_turns: int, timeout: float, state: Path,
+                    seconds: float | None = None) -> list[Result]:
+    """The policy on each problem not yet in `state`, appending one line per problem as it ends; returns every line
+    of the state (the earlier passes' too). Starts no problem once `seconds` have passed (but always one per pass)."""
+    done = read_state(state)
+    seen = {(r["level"], r["problem"]) for r in done}
+    started, ran = time.monotonic(), 0
+    for level, path in kernelbench_problems(root, levels):
+        if (level, path.stem) in seen:
+            continue
+        if seconds is not None and ran and time.monotonic() - started > seconds:  # every pass gets one problem further
+            print(f"stopping: {seconds:g} s spent; a rerun with the same --state goes on from {path.stem}", file=sys.stderr, flush=True)
+            break
+        print(f"level {level} {path.stem} ...", file=sys.stderr, flush=True)
+        line = state_line(level, path.stem, run_example(path, device=device, max_turns=max_turns, timeout=timeout))
+        print(f"level {level} {path.stem}: {_outcome(line)}", file=sys.stderr, flush=True)
+        with state.open("a") as out:
+            out.write(json.dumps(line) + "\n")
+        done.append(line)
+        ran += 1
+    return done
+
+
+def read_state(state: Path) -> list[Result]:
+    if not state.exists():
+        return []
+    return [json.loads(text) for text in state.read_text().splitlines() if text.strip()]
+
+
+def state_line(level: int, problem: str, result: Result) -> Result:
+    """What the report needs of one run (the whole JSON of a run is large: verdicts, trajectories)."""
+    reason = str(result.get("stop_reason") or "")
+    return {"level": level, "problem": problem, "planned": _NOT_PLANNED not in reason, "accepted": accepted(result),
+            "status": result.get("status"), "verdict": (result.get("verdict") or {}).get("status"),
+            **{key: _timing(result, key) for key in _KEPT}, "memory": ((result.get("verdict") or {}).get("memory") or {}).get("mode"),
+            "stop_reason": " ".join(reason.split())[:400], "wall_seconds": result.get("process_seconds")}
+
+
+def _outcome(line: Result) -> str:
+    if line["accepted"]:
+        return f"accepted, {_num(line['speedup_vs_best'], 2, 'x')} vs best"
+    return ("not planned: " if not line["planned"] else "not accepted: ") + line["stop_reason"][:200]
+
+
+def run_markdown(lines: list[Result], host: str) -> str:
+    """Per level: planned, accepted among the planned, geometric means over the accepted; then every problem."""
+    out = ["| level | problems | planned | accepted (of planned) | geomean vs best | vs eager | vs torch.compile |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for level in sorted({r["level"] for r in lines}):
+        mine = [r for r in lines if r["level"] == level]
+        planned = [r for r in mine if r["planned"]]
+        good = [r for r in planned if r["accepted"]]
+        share = f"{len(good)} ({100 * len(good) / len(planned):.0f}%)" if planned else "0"
+        means = [_num(_geomean([r[k] for r in good if r[k] is not None]), 2, "x")
+                 for k in ("speedup_vs_best", "speedup_vs_eager", "speedup_vs_compile")]
+        out.append(f"| {level} | {len(mine)} | {len(planned)} | {share} | {' | '.join(means)} |")
+    out += ["", "| level | problem | outcome | vs best | vs eager | vs torch.compile | SOL | memory | s |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in lines:
+        sol = None if r["sol_fraction"] is None else 100 * r["sol_fraction"]
+        out.append(f"| {r['level']} | {r['problem']} | {_cell(_outcome(r))} | {_num(r['speedup_vs_best'], 2, 'x')} "
+                   f"| {_num(r['speedup_vs_eager'], 2, 'x')} | {_num(r['speedup_vs_compile'], 2, 'x')} "
+                   f"| {_num(sol, 0, '%')} | {r['memory'] or '—'} | {_num(r['wall_seconds'], 0)} |")
+    return "\n".join(out) + f"\n\nmachine: {host}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kernelbench", nargs="?", type=Path, default=None,
@@ -297,7 +381,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="write the raw results as JSON here")
     parser.add_argument("--prebuild", type=int, default=0, metavar="JOBS",
                         help="first compile every variant into the build cache, JOBS at once (0: no prebuild)")
+    parser.add_argument("--run", action="store_true",
+                        help="with a KernelBench checkout: run the policy on every problem instead of counting plans")
+    parser.add_argument("--state", type=Path, default=Path("var/builtin_kernelbench.jsonl"),
+                        help="with --run: one JSON line per finished problem; a rerun skips them")
+    parser.add_argument("--seconds", type=float, default=None, help="with --run: start no problem after this many seconds")
     args = parser.parse_args(argv)
+    if args.kernelbench is not None and args.run:
+        args.state.parent.mkdir(parents=True, exist_ok=True)
+        lines = run_kernelbench(args.kernelbench, [int(x) for x in args.levels.split(",") if x.strip()], device=args.device,
+                                max_turns=args.max_turns, timeout=args.timeout, state=args.state, seconds=args.seconds)
+        report = run_markdown(lines, machine(args.device))
+        if args.out:
+            args.out.write_text(report)
+        print(report, end="")
+        return 0
     if args.kernelbench is not None:
         counted = count_planned(args.kernelbench, [int(x) for x in args.levels.split(",") if x.strip()])
         if args.out:
