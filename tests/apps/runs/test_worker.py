@@ -103,3 +103,18 @@ def test_an_agent_run_resumes_after_its_worker_is_killed_mid_tool_call(worker_en
     # The killed evaluation left nothing behind: each tool call produced exactly one candidate.
     assert list(run.candidates.order_by("turn").values_list("verdict__status", flat=True)) == ["incorrect", "accepted"]
     assert run.trajectory["status"] == "submitted" and Kernel.objects.filter(candidate__run=run).count() == 1
+
+
+def test_an_embedded_studio_started_again_goes_on_with_the_runs_it_left_unfinished(worker_env, owner, problem, tmp_path):
+    # Queued while no worker listens: the message went to Redis, which the embedded studio (no REDIS_URL, an in-memory
+    # broker) never reads, as a `make run` stopped with runs queued loses their messages.
+    run = start_evaluation(owner, problem, GOOD_CANDIDATE.read_text())
+    env = {k: v for k, v in processes.studio_env().items() if k != "REDIS_URL"}
+    log = tmp_path / "serve.log"
+    studio = processes.spawn(["manage", "serve", "--port", str(processes.free_port())], env, log)
+    try:
+        run = _wait(run, lambda r: r.is_terminal, 240)
+    finally:
+        processes.stop([studio])
+    assert run.status == Run.Status.FINISHED and "Accepted" in run.message, (run.message, log.read_text()[-3000:])
+    assert "1 unfinished run(s) queued again" in log.read_text()

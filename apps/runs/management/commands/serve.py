@@ -18,7 +18,13 @@ class Command(BaseCommand):
     def handle(self, *args: object, host: str, port: int, **options: object) -> None:
         if settings.EMBEDDED:
             start_embedded_worker()
-            self.stdout.write("embedded worker started (queues build, gpu, agent, train; in-memory broker)")
+            # The in-memory broker lost whatever was queued when the studio last stopped, and this worker is no
+            # Celery CLI worker, whose worker_ready signal (apps/runs/tasks.py) would re-queue it.
+            from apps.runs.services import resume_unfinished_runs
+
+            resumed = resume_unfinished_runs()
+            self.stdout.write(f"embedded worker started (queues build, gpu, agent, train; in-memory broker); "
+                              f"{resumed} unfinished run(s) queued again")
         from daphne.cli import CommandLineInterface
 
         self.stdout.write(f"Kernel Studio on http://{host}:{port}/")
