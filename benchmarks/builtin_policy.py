@@ -268,15 +268,14 @@ def count_planned(root: Path, levels: list[int]) -> list[Result]:
 
     results: list[Result] = []
     with Evaluator(EvalConfig(device="cpu", compile_baseline=False)) as evaluator:
-        for level in levels:
-            for path in sorted(level_folder(root, level).glob("*.py"), key=lambda p: (len(p.name.split("_")[0]), p.name)):
-                started = time.monotonic()
-                reason = plan_problem(path.read_text(), lambda source: trace_graph(evaluator, source))
-                results.append({"level": level, "problem": path.stem, "planned": reason is None,
-                                "stopped_by": None if reason is None else stopping_op(reason),
-                                "seconds": time.monotonic() - started})
-                print(f"level {level} {path.stem}: {'planned' if reason is None else stopping_op(reason)}",
-                      file=sys.stderr, flush=True)
+        for level, path in kernelbench_problems(root, levels):
+            started = time.monotonic()
+            reason = plan_problem(path.read_text(), lambda source: trace_graph(evaluator, source))
+            results.append({"level": level, "problem": path.stem, "planned": reason is None,
+                            "stopped_by": None if reason is None else stopping_op(reason),
+                            "seconds": time.monotonic() - started})
+            print(f"level {level} {path.stem}: {'planned' if reason is None else stopping_op(reason)}",
+                  file=sys.stderr, flush=True)
     return results
 
 

@@ -11,6 +11,8 @@ from agent.engine.memory_text import size_text
 
 _DTYPE_BYTES = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "int16": 2,
                 "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1}
+
+
 def memory_limit() -> int:
     """The memory a problem's process may use: the sandbox's reference limit (the studio leaves it at its default)."""
     return Limits().memory_bytes

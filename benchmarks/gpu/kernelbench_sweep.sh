@@ -81,7 +81,7 @@ export KSTUDIO_EVAL_ALLOW_ANY_TORCH_OP=1
 export KSTUDIO_EMBEDDED_WORKER_THREADS=${KSTUDIO_EMBEDDED_WORKER_THREADS:-1}
 # A step the previous call's studio was stopped in the middle of is taken over this long after it was claimed
 # (apps/runs/steps.py; the default, 30 min, is for a worker that may still be alive). Here each step is queued once
-# (the unfinished ones before the worker starts, below), so a step still claimed is always a dead worker's.
+# (`serve` queues the unfinished ones again as it starts), so a step still claimed is always a dead worker's.
 export KSTUDIO_STEP_LEASE_SECONDS=${KSTUDIO_STEP_LEASE_SECONDS:-120}
 export API_THROTTLE_USER=${API_THROTTLE_USER:-100000/hour}  # the sweep polls every run it waits on
 export TQDM_MININTERVAL=${TQDM_MININTERVAL:-30}  # the import's progress bar: a line every 30 s, not every file

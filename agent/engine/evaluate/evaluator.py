@@ -308,10 +308,9 @@ class Evaluator:
                         raise ProblemError(f"the reference problem failed: {exc}") from exc
                     # Beside the candidate's job the plan's estimate can fall short (seen on the H100: KernelBench's
                     # 4_Matrix_vector_multiplication_, 8 GiB inputs): once more one job after the other, where that fits.
-                    retry = memory.after_out_of_memory(plan_) if cfg.device == "cuda" else None
+                    retry = memory.after_out_of_memory(plan_, "reference") if cfg.device == "cuda" else None
                     if retry is not None:
-                        plan_ = dataclasses.replace(retry, note="retried one job after the other: the reference's job ran out of "
-                                                    "device memory beside the candidate's")
+                        plan_ = retry
                         continue
                     # The engine's own side ran out of memory: its limit, not the candidate's failure (nor the problem's).
                     return Verdict(Status.CAPACITY, Stage.REFERENCE, cap_log(

@@ -131,7 +131,6 @@ class Pools:
             stop = min(start + PIECE, numel)
             yield start, stop, _rolled(pool[first], shift, start, stop)
 
-
     def _weight_pool(self, numel: int, device: torch.device) -> list[torch.Tensor]:
         pool = self._weights.get((numel, str(device)))
         if pool is None:

@@ -202,16 +202,18 @@ def job_limits(made: MemoryPlan, candidate: Limits, reference: Limits) -> tuple[
             replace(reference, memory_bytes=reference.memory_bytes + made.reference_host_bytes))
 
 
-def after_out_of_memory(made: MemoryPlan) -> MemoryPlan | None:
-    """The plan to retry with, one job after the other, when the candidate's job ran out of device memory beside the
-    reference's; None where it ran so already or that cannot fit."""
+def after_out_of_memory(made: MemoryPlan, job: str = "candidate") -> MemoryPlan | None:
+    """The plan to retry with, one job after the other, when `job` ("candidate" or "reference") ran out of device
+    memory beside the other's (the plan's estimates are ours, allocator caches are not); None where it ran so already
+    or that cannot fit."""
     if made.mode != BESIDE or made.budget_bytes is None:
         return None
     if max(made.candidate_peak_bytes + made.reference_idle_bytes,
            made.reference_peak_bytes + made.candidate_idle_bytes) > made.budget_bytes:
         return None
-    return replace(made, mode=AFTER, note="retried one job after the other: the candidate's job ran out of device "
-                                          "memory beside the reference's")
+    other = "reference" if job == "candidate" else "candidate"
+    return replace(made, mode=AFTER, note=f"retried one job after the other: the {job}'s job ran out of device memory "
+                                          f"beside the {other}'s")
 
 
 def unplanned(note: str, device: str, budget: int | None, budget_source: str) -> MemoryPlan:

@@ -157,11 +157,9 @@ class _State:
         if to_host:
             self.stand_in_shapes = [(t.shape, t.dtype) for t in self.stand_ins]
             self.stand_ins = []
-        else:
-            self.stand_ins = [torch.zeros(shape, dtype=dtype, device=self.device) for shape, dtype in self.stand_in_shapes]
-        if to_host:
             self.pools.release()
         else:
+            self.stand_ins = [torch.zeros(shape, dtype=dtype, device=self.device) for shape, dtype in self.stand_in_shapes]
             self.pools.restore()
 
     def weights(self) -> dict[str, Any]:
