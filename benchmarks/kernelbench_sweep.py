@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -83,6 +84,34 @@ def problems(api: Api, levels: list[int]) -> list[dict[str, Any]]:
     return sorted({p["name"]: p for p in found}.values(), key=order)
 
 
+def kernelbench_names(kernelbench: Path, levels: list[int], limit: int | None) -> list[str]:
+    """The problem names ("level1/19_ReLU") the import was given: every file of these levels, in the import's order."""
+    names = []
+    for level in levels:
+        folder = next((d for d in (kernelbench / "KernelBench" / f"level{level}", kernelbench / f"level{level}")
+                       if d.is_dir()), None)
+        files = sorted(folder.glob("*.py"), key=lambda f: (int(f.name.split("_", 1)[0]) if f.name.split("_", 1)[0]
+                                                          .isdigit() else 1 << 30, f.name)) if folder else []
+        names += [f"level{level}/{f.stem}" for f in files[:limit] if f.name != "__init__.py"]
+    return names
+
+
+SKIPPED = re.compile(r"skipped (level\d+/.+?)\.py: (.*)")
+
+
+def not_imported(expected: list[str], imported: set[str], logs: list[Path]) -> dict[str, str]:
+    """The files the import skipped, each with the reason its log gives (`manage.py import_kernelbench` writes
+    "skipped level1/x.py: why"); a problem that is not there is counted as "other", never left out of the sweep."""
+    reasons: dict[str, str] = {}
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines() if log.is_file() else []:
+            found = SKIPPED.search(line)
+            if found:
+                reasons[found.group(1)] = found.group(2).strip()
+    return {name: reasons.get(name, "not among the imported problems (no reason in the import logs)")
+            for name in expected if name not in imported}
+
+
 def load_state(path: Path) -> dict[str, dict[str, Any]]:
     """The last record of each problem in the state file."""
     state: dict[str, dict[str, Any]] = {}
@@ -125,10 +154,16 @@ def category(record: dict[str, Any]) -> str:
     return "other"
 
 
+def judged(record: dict[str, Any]) -> bool:
+    """Whether the record has an end: a verdict, a refusal, or a run that ended without one (a failure inside the
+    studio, counted as "other" with the run's message)."""
+    return "status" in record or record.get("run_status") in TERMINAL
+
+
 def report(state: dict[str, dict[str, Any]], levels: list[int], seconds: float) -> dict[str, Any]:
     out: dict[str, Any] = {"levels": {}, "sweep_seconds": seconds}
     for level in levels:
-        records = [r for r in state.values() if r["name"].startswith(f"level{level}/") and "status" in r]
+        records = [r for r in state.values() if r["name"].startswith(f"level{level}/") and judged(r)]
         counts = Counter(category(r) for r in records)
         out["levels"][f"level{level}"] = {
             "problems": len(records), "evaluated": counts["evaluated"], "capacity": counts["capacity"],
@@ -144,8 +179,9 @@ def report(state: dict[str, dict[str, Any]], levels: list[int], seconds: float) 
 def sweep(api: Api, todo: list[dict[str, Any]], state: dict[str, dict[str, Any]], state_path: Path, parallel: int,
           poll: float) -> None:
     """Submit up to `parallel` evaluations at a time; record each as it finishes."""
-    waiting = {r["run_id"]: r for r in state.values() if r.get("run_id") and "status" not in r}
-    pending = [p for p in todo if p["name"] not in state]
+    waiting = {r["run_id"]: r for r in state.values() if r.get("run_id") and not judged(r)}
+    # A file the import skipped before (not_imported) and imported since is swept like any other.
+    pending = [p for p in todo if p["name"] not in state or state[p["name"]].get("status") == "not_imported"]
     while pending or waiting:
         while pending and len(waiting) < parallel:
             problem = pending[0]
@@ -195,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--poll", type=float, default=5.0, help="seconds between polls")
     parser.add_argument("--state", type=Path, default=ROOT / "var" / "kernelbench_sweep.jsonl")
     parser.add_argument("--report", type=Path, default=ROOT / "var" / "kernelbench_sweep_report.json")
+    parser.add_argument("--import-log", type=Path, nargs="*", default=[],
+                        help="the import's logs, for the reason each skipped file gives (default: none)")
     parser.add_argument("--allow-any-op-sanity", action="store_true",
                         help="say that the studio's workers run with KSTUDIO_EVAL_ALLOW_ANY_TORCH_OP=1 (sanity sweeps only)")
     args = parser.parse_args(argv)
@@ -212,6 +250,12 @@ def main(argv: list[str] | None = None) -> int:
         todo = [p for level in args.levels for p in [q for q in todo if q["name"].startswith(f"level{level}/")][:args.limit]]
     args.state.parent.mkdir(parents=True, exist_ok=True)
     state = load_state(args.state)
+    names = {p["name"] for p in todo}
+    for name, why in not_imported(kernelbench_names(args.kernelbench, args.levels, args.limit), names,
+                                  args.import_log).items():
+        if state.get(name, {}).get("message") != why:
+            state[name] = {"name": name, "status": "not_imported", "message": why}
+            _append(args.state, state[name])
     # The wall time of earlier passes (a resumed sweep adds its own).
     previous = float(json.loads(args.report.read_text()).get("sweep_seconds", 0.0)) if args.report.exists() else 0.0
     sweep(api, todo, state, args.state, args.parallel, args.poll)

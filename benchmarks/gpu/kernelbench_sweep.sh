@@ -189,7 +189,8 @@ except OSError:
   start=$SECONDS
   timeout -s INT -k 10 $(( $(left) - RESERVE )) $PY benchmarks/kernelbench_sweep.py --kernelbench "$KB" --url "$url" \
       --owner sweep --levels $LEVELS ${LIMIT:+--limit "$LIMIT"} --skip-import --parallel "$PARALLEL" --poll "$POLL" \
-      --allow-any-op-sanity --state "$SWEEP_DIR/sweep.jsonl" --report "$SWEEP_DIR/sweep_report.json" 2>&1 \
+      --allow-any-op-sanity --state "$SWEEP_DIR/sweep.jsonl" --report "$SWEEP_DIR/sweep_report.json" \
+      --import-log "$SWEEP_DIR"/import_level*.log 2>&1 \
       | tee -a "$SWEEP_DIR/sweep.log"
   sweep_rc=${PIPESTATUS[0]}
   sweep_seconds=$((SECONDS - start))
@@ -224,10 +225,10 @@ in_flight = sorted(r["name"] for r in state.values() if r.get("run_id") and "sta
                    and r.get("run_status") not in ended)
 print(f"in flight (resumed by the next call's studio): {len(in_flight)}"
       + (f": {', '.join(in_flight)}" if in_flight else ""))
-# A run that ended before its verification (a failure inside the studio) has no status: report() leaves it out.
+# A run that ended before its verification (a failure inside the studio) has no status: report() counts it as other.
 unjudged = {r["name"]: f"{r['run_status']}: {(r.get('run_message') or '')[:200]}" for r in state.values()
             if "status" not in r and r.get("run_status") in ended}
-print(f"runs that ended without a verdict (not in the counts above): {len(unjudged)}")
+print(f"runs that ended without a verdict (among the other above): {len(unjudged)}")
 for name, why in sorted(unjudged.items()):
     print(f"    {name}: {why}")
 print(f"sweep wall time so far: {result['sweep_seconds']:.0f} s (this call's imports not counted)")

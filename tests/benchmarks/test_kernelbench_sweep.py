@@ -14,7 +14,7 @@ from rest_framework.authtoken.models import Token
 
 from agent.engine.validation import validate_candidate
 from apps.runs.models import Run
-from benchmarks.kernelbench_sweep import candidate_source, category, report
+from benchmarks.kernelbench_sweep import candidate_source, category, kernelbench_names, not_imported, report
 from tests import processes
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -46,13 +46,28 @@ def test_the_report_counts_evaluated_capacity_and_other_with_reasons():
     state = {"level1/a.py": {"name": "level1/a.py", "status": "accepted", "speedup_vs_best": 1.01},
              "level1/b.py": {"name": "level1/b.py", "status": "capacity", "message": "footprint 8 GiB, limit 1 GiB"},
              "level1/c.py": {"name": "level1/c.py", "status": "runtime_error", "message": "boom"},
+             "level1/e.py": {"name": "level1/e.py", "run_id": 5, "run_status": "failed", "run_message": "worker died"},
              "level2/d.py": {"name": "level2/d.py", "run_id": 4}}  # submitted, not finished: not counted yet
     out = report(state, [1, 2], 12.0)
     assert out["levels"]["level1"] | {"capacity_reasons": None, "other_reasons": None, "speedups_vs_best": None} == {
-        "problems": 3, "evaluated": 1, "capacity": 1, "other": 1, "capacity_reasons": None, "other_reasons": None,
+        "problems": 4, "evaluated": 1, "capacity": 1, "other": 2, "capacity_reasons": None, "other_reasons": None,
         "speedups_vs_best": None}
-    assert out["levels"]["level1"]["other_reasons"] == {"level1/c.py": "runtime_error: boom"}
+    # A run that ended without a verdict (a failure inside the studio) is "other" with the run's own message.
+    assert out["levels"]["level1"]["other_reasons"] == {"level1/c.py": "runtime_error: boom",
+                                                        "level1/e.py": "failed: worker died"}
     assert out["levels"]["level2"]["problems"] == 0 and category(state["level1/b.py"]) == "capacity"
+
+
+def test_a_file_the_import_skipped_is_counted_with_the_reason_its_log_gives(tmp_path):
+    write_kernelbench(tmp_path)
+    names = kernelbench_names(tmp_path, [1, 2], None)
+    assert names == ["level1/1_ReLU", "level1/2_Softmax", "level1/3_Huge_Tanh", "level2/1_Scale_Add"]
+    log = tmp_path / "import_level1.log"  # tqdm clears its bar before the line, as the real log shows
+    log.write_text("importing:  2%|  | 2/100 [00:03<02:40]\r      skipped level1/3_Huge_Tanh.py: The problem is too big\n")
+    missing = not_imported(names, {"level1/1_ReLU", "level1/2_Softmax"}, [log, tmp_path / "absent.log"])
+    assert missing == {"level1/3_Huge_Tanh": "The problem is too big",
+                       "level2/1_Scale_Add": "not among the imported problems (no reason in the import logs)"}
+    assert category({"name": "level1/3_Huge_Tanh", "status": "not_imported"}) == "other"
 
 
 @pytest.fixture

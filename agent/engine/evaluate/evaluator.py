@@ -293,8 +293,9 @@ class Evaluator:
         ncu = cfg.profile and cfg.device == "cuda" and _ncu_available()
         t0 = time.monotonic()
         while True:
-            with self.output_files.lend(cfg.limits.memory_bytes) as outputs, \
-                    self.output_files.lend(cfg.reference_limits.memory_bytes) as exchange:
+            # On a GPU the files are sized to the problem (memory.host_files): a 16 GiB input set fits its exchange.
+            with self.output_files.lend(max(cfg.limits.memory_bytes, plan_.outputs_bytes)) as outputs, \
+                    self.output_files.lend(max(cfg.reference_limits.memory_bytes, plan_.exchange_bytes)) as exchange:
                 session = Session(self.sandbox, self.reference_sandbox, cfg,
                                   self._candidate_payload(candidate_source, cfg),
                                   self._reference_payload(problem_source, cfg, plan), self._job_env(cfg),
@@ -405,26 +406,36 @@ class Evaluator:
             raise ProblemError("the problem is invalid: " + "; ".join(_issue_text(i) for i in report.errors()))
         cfg = dataclasses.replace(self.config, timing=False, trials=1, distributions=())
         started = time.monotonic()
-        if cfg.device == "cpu":
-            # Traced first on meta tensors (seconds): a problem that cannot fit the check's process is told so with
-            # its footprint at once, rather than after filling the memory or the minute (KernelBench's GPU sizes).
-            # The trace and the run share the check's `seconds`, which is what the studio waits for.
-            traced = self._traced(problem_source, cfg, names, seconds=seconds)
-            if traced.get("footprints"):
-                fp = max((memory.Footprint.from_dict(f) for f in traced["footprints"]),
-                         key=lambda f: f.input_bytes + f.output_bytes)
-                needed = memory.check_peak(fp)
-                if needed > cfg.reference_limits.memory_bytes:
-                    raise ProblemTooBig(
-                        f"the problem is too big to run here: its footprint is {fp.describe()} (traced on meta "
-                        f"tensors); running it once takes about {size_text(needed)} (its weights, its inputs "
-                        f"and the copy handed between processes, its outputs and a forward's workspace), and its "
-                        f"process may use at most {size_text(cfg.reference_limits.memory_bytes)}",
-                        fp.describe(), needed, cfg.reference_limits.memory_bytes)
+        # Traced first on meta tensors (seconds), the trace and the run sharing the check's `seconds` (what the studio
+        # waits for). On the CPU a problem that cannot fit the check's process is told so with its footprint at once,
+        # rather than after filling the memory or the minute (KernelBench's GPU sizes); on a GPU the host file its
+        # inputs are handed through is sized to them, as in an evaluation (memory.host_files).
+        traced = self._traced(problem_source, cfg, names, seconds=seconds)
+        fp = max((memory.Footprint.from_dict(f) for f in traced.get("footprints") or []),
+                 key=lambda f: f.input_bytes + f.output_bytes, default=None)
+        limits, capacity = cfg.reference_limits, cfg.reference_limits.memory_bytes
+        if fp is not None and cfg.device == "cpu":
+            needed = memory.check_peak(fp)
+            if needed > limits.memory_bytes:
+                raise ProblemTooBig(
+                    f"the problem is too big to run here: its footprint is {fp.describe()} (traced on meta "
+                    f"tensors); running it once takes about {size_text(needed)} (its weights, its inputs "
+                    f"and the copy handed between processes, its outputs and a forward's workspace), and its "
+                    f"process may use at most {size_text(limits.memory_bytes)}",
+                    fp.describe(), needed, limits.memory_bytes)
+        elif fp is not None:
+            files = fp.input_bytes + memory.FILE_SLACK  # the check hands over one input set (session.check_reference)
+            host = psutil.virtual_memory().available
+            if files > memory.HOST_SHARE * host:
+                raise ProblemTooBig(
+                    f"the problem is too big for this machine: its footprint is {fp.describe()} (traced on meta "
+                    f"tensors); its inputs are handed between processes through {size_text(files)} of host memory, "
+                    f"and the host has {size_text(host)} free", fp.describe(), files, host)
+            limits, capacity = dataclasses.replace(limits, memory_bytes=limits.memory_bytes + files), max(capacity, files)
         left = max(1.0, seconds - (time.monotonic() - started))
-        limits = dataclasses.replace(cfg.reference_limits, wall_seconds=left, cpu_seconds=max(1, int(left * 4)))
+        limits = dataclasses.replace(limits, wall_seconds=left, cpu_seconds=max(1, int(left * 4)))
         plan = _plan(cfg, secrets.randbits(62), names)
-        with self.output_files.lend(limits.memory_bytes) as exchange:
+        with self.output_files.lend(capacity) as exchange:
             try:
                 return check_reference(self.reference_sandbox, dataclasses.replace(cfg, reference_limits=limits),
                                        self._reference_payload(problem_source, cfg, plan), self._job_env(cfg), exchange)

@@ -42,6 +42,9 @@ POISON_BYTES = GIB
 INTERPRETER_BYTES = GIB
 # The share of the host's free memory the sequential fallback's parked state may take (the rest is the jobs' own).
 HOST_SHARE = 0.8
+# Room in a file the jobs hand tensors through (tensor_file.py) beyond its tensors: each tensor's place is rounded up
+# to a page, and a set has small tensors and scalars too.
+FILE_SLACK = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,11 @@ class MemoryPlan:
     # by as much for this evaluation, or a problem of 6 GiB tensors would be killed at the job's usual 16 GiB.
     candidate_host_bytes: int = 0
     reference_host_bytes: int = 0
+    # On a GPU, the host files the jobs hand tensors through (host_files): sized to the problem, and each job's limit
+    # on resident memory is raised by both (mapped while written and read, their pages count as the job's), or a
+    # problem of 16 GiB inputs would not fit the exchange file nor a job's usual 16 GiB. 0: the jobs' usual limits.
+    exchange_bytes: int = 0
+    outputs_bytes: int = 0
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,8 +173,18 @@ def plan(footprints: list[Footprint], device: str, budget: int | None, budget_so
     cand_idle = CONTEXT_BYTES[device] + fp.weight_bytes
     ref_idle = CONTEXT_BYTES[device]
     made = MemoryPlan(BESIDE, budget, budget_source, asdict(fp), cand, ref, cand_idle, ref_idle)
-    if device == "cuda":  # on the CPU, parking moves nothing
+    if device == "cuda":  # on the CPU, parking moves nothing, and the files are within the jobs' usual limits
         made.candidate_host_bytes, made.reference_host_bytes = candidate_parked(fp), reference_parked(fp)
+        made.exchange_bytes, made.outputs_bytes = host_files(fp)
+        files = made.exchange_bytes + made.outputs_bytes
+        if host_available is not None and files > HOST_SHARE * host_available:
+            made.mode = CAPACITY
+            made.note = (f"the problem does not fit this machine: the jobs hand its tensors over through about "
+                         f"{size_text(files)} of host memory, and the host has {size_text(host_available)} free (at most "
+                         f"{HOST_SHARE:.0%} of it is used). Its footprint is {fp.describe()}. This is the problem's size, "
+                         f"not the candidate's fault: evaluate it on a machine with more memory, or make the problem "
+                         f"smaller")
+            return made
     if budget is None or cand + ref <= budget:
         return made
     if max(cand + ref_idle, ref + cand_idle) <= budget:
@@ -176,10 +194,11 @@ def plan(footprints: list[Footprint], device: str, budget: int | None, budget_so
                      "the other works")
         if device == "cuda":
             parked = made.candidate_host_bytes + made.reference_host_bytes
-            if host_available is not None and parked > HOST_SHARE * host_available:
+            if host_available is not None and parked + made.exchange_bytes + made.outputs_bytes > HOST_SHARE * host_available:
                 made.mode = CAPACITY
                 made.note = (f"the problem does not fit this machine: one job after the other on the GPU, the jobs park "
-                             f"about {size_text(parked)} on the host, and the host has {size_text(host_available)} free (at most "
+                             f"about {size_text(parked)} on the host beside the {size_text(made.exchange_bytes + made.outputs_bytes)} "
+                             f"they hand tensors through, and the host has {size_text(host_available)} free (at most "
                              f"{HOST_SHARE:.0%} of it is used). Its footprint is {fp.describe()}. This is the problem's "
                              f"size, not the candidate's fault: evaluate it on a machine with more memory, or make the "
                              f"problem smaller")
@@ -189,12 +208,23 @@ def plan(footprints: list[Footprint], device: str, budget: int | None, budget_so
     return made
 
 
+def host_files(fp: Footprint) -> tuple[int, int]:
+    """On a GPU, the sizes of the two host files the jobs hand tensors through (tensor_file.py; the parent lends them,
+    evaluator.py): the exchange file holds the weights, or at most two input sets at once (the timing's base sets,
+    reference_job.set_bases), and the outputs file one call's outputs."""
+    return max(fp.weight_bytes, 2 * fp.input_bytes) + FILE_SLACK, fp.output_bytes + FILE_SLACK
+
+
 def job_limits(made: MemoryPlan, candidate: Limits, reference: Limits) -> tuple[Limits, Limits]:
-    """The two jobs' limits for this plan. Where each parks its device state on the host (AFTER on a GPU): room for
-    it beside its usual resident-memory limit (the figure is the parent's, from the traced footprint, never the
-    job's), and the candidate's job lives as long as the reference's may, since the engine's moves and the
-    reference's work now pass inside its lifetime. Each command the candidate answers keeps its own deadline
-    (session.py), so a hang is still the candidate's, and the engine's time never is."""
+    """The two jobs' limits for this plan (the figures are the parent's, from the traced footprint, never a job's).
+    On a GPU each job maps the two host files as it writes and reads them: room for both beside its usual
+    resident-memory limit. Where each parks its device state on the host (AFTER on a GPU): room for that too, and the
+    candidate's job lives as long as the reference's may, since the engine's moves and the reference's work now pass
+    inside its lifetime. Each command the candidate answers keeps its own deadline (session.py), so a hang is still
+    the candidate's, and the engine's time never is."""
+    files = made.exchange_bytes + made.outputs_bytes
+    candidate = replace(candidate, memory_bytes=candidate.memory_bytes + files)
+    reference = replace(reference, memory_bytes=reference.memory_bytes + files)
     if not made.park:
         return candidate, reference
     return (replace(candidate, memory_bytes=candidate.memory_bytes + made.candidate_host_bytes,

@@ -68,10 +68,41 @@ def test_one_after_the_other_on_a_gpu_gives_each_job_room_on_the_host_for_what_i
     # as the reference's may (each command it answers keeps its own deadline, in session.py).
     usual, usual_ref = Limits(), Limits(wall_seconds=900)
     cand, ref = memory.job_limits(made, usual, usual_ref)
-    assert ref.memory_bytes == usual_ref.memory_bytes + 18 * memory.GIB and ref.wall_seconds == 900
-    assert cand.memory_bytes == usual.memory_bytes + 12 * memory.GIB and cand.wall_seconds == 900
+    files = made.exchange_bytes + made.outputs_bytes  # mapped by both jobs (the next test)
+    assert ref.memory_bytes == usual_ref.memory_bytes + files + 18 * memory.GIB and ref.wall_seconds == 900
+    assert cand.memory_bytes == usual.memory_bytes + files + 12 * memory.GIB and cand.wall_seconds == 900
     beside = memory.plan([FOOTPRINT], "cuda", H100_BUDGET, "test")
-    assert beside.mode == memory.BESIDE and memory.job_limits(beside, usual, usual_ref) == (usual, usual_ref)
+    cand, ref = memory.job_limits(beside, usual, usual_ref)
+    assert beside.mode == memory.BESIDE and cand.wall_seconds == usual.wall_seconds
+    assert cand.memory_bytes - usual.memory_bytes == ref.memory_bytes - usual_ref.memory_bytes == \
+        2 * memory.FILE_SLACK + 2 * FOOTPRINT.input_bytes + FOOTPRINT.output_bytes
+
+
+# KernelBench's 45_Average_Pooling_2D: a 16 GiB input, so two input sets (the timing's base sets) are 32 GiB.
+POOL_16GIB = memory.Footprint(input_bytes=16 * memory.GIB, weight_bytes=0, output_bytes=2 * memory.GIB,
+                              input_elements=1 << 32, output_elements=1 << 29)
+
+
+def test_on_a_gpu_the_host_files_tensors_pass_through_are_sized_to_the_problem_and_counted_in_each_jobs_limit():
+    # Seen on an H200: the import's check of 45_Average_Pooling_2D was killed at the job's usual 16 GiB of resident
+    # memory while it wrote its 16 GiB input into the exchange file (itself 16 GiB, the job's limit): the problem was
+    # refused as too big on a card of 139 GiB and a host of 128 GiB.
+    made = memory.plan([POOL_16GIB], "cuda", 1 << 50, "test", host_available=120 * memory.GIB)
+    assert made.mode == memory.BESIDE
+    assert made.exchange_bytes == 32 * memory.GIB + memory.FILE_SLACK
+    assert made.outputs_bytes == 2 * memory.GIB + memory.FILE_SLACK
+    cand, ref = memory.job_limits(made, Limits(), Limits(wall_seconds=900))
+    assert cand.memory_bytes == ref.memory_bytes == Limits().memory_bytes + 34 * memory.GIB + 2 * memory.FILE_SLACK
+    # On the CPU the files stay within the jobs' usual limits (the device's memory is the host's), as before.
+    on_cpu = memory.plan([POOL_16GIB], "cpu", None, "no budget")
+    assert on_cpu.exchange_bytes == on_cpu.outputs_bytes == 0
+    assert memory.job_limits(on_cpu, Limits(), Limits()) == (Limits(), Limits())
+
+
+def test_host_files_the_host_cannot_hold_are_a_capacity_verdict_naming_the_host_and_the_footprint():
+    made = memory.plan([POOL_16GIB], "cuda", 1 << 50, "test", host_available=32 * memory.GIB)
+    assert made.mode == memory.CAPACITY
+    assert "34.1 GiB of host memory" in made.note and "32.0 GiB free" in made.note and "inputs 16.0 GiB" in made.note
 
 
 def test_parked_state_the_host_cannot_hold_is_a_capacity_verdict_naming_the_host():
