@@ -176,12 +176,32 @@ def report(state: dict[str, dict[str, Any]], levels: list[int], seconds: float) 
     return out
 
 
+def markdown(state: dict[str, dict[str, Any]], levels: list[int]) -> str:
+    """The per-level counts and a row per problem with an end, as docs/benchmarks.md §16 records them."""
+    counts = report(state, levels, 0.0)["levels"]
+    lines = ["| level | with an end | evaluated (accepted) | capacity | other |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| {n[5:]} | {c['problems']} | {c['evaluated']} | {c['capacity']} | {c['other']} |" for n, c in counts.items()]
+    lines += ["", "| problem | outcome | vs eager | vs best | SOL |", "| --- | --- | --- | --- | --- |"]
+
+    def figure(value: Any, unit: str) -> str:
+        return f"{value * 100:.0f}%" if unit == "%" and value is not None else f"{value:.2f}x" if value else ""
+
+    for name in [n for n in state if judged(state[n]) and int(n.split("/")[0][5:]) in levels]:
+        r = state[name]
+        why = "" if category(r) == "evaluated" else f": {(r.get('message') or r.get('run_message') or '')[:160]}"
+        lines.append(f"| {name} | {category(r)}{why} | {figure(r.get('speedup_vs_eager'), 'x')} | "
+                     f"{figure(r.get('speedup_vs_best'), 'x')} | {figure(r.get('sol_fraction'), '%')} |")
+    return "\n".join(lines) + "\n"
+
+
 def sweep(api: Api, todo: list[dict[str, Any]], state: dict[str, dict[str, Any]], state_path: Path, parallel: int,
           poll: float) -> None:
     """Submit up to `parallel` evaluations at a time; record each as it finishes."""
-    waiting = {r["run_id"]: r for r in state.values() if r.get("run_id") and not judged(r)}
+    waiting = {r["run_id"]: r for r in state.values() if r.get("run_id") and not judged(r) and _still_there(api, r)}
     # A file the import skipped before (not_imported) and imported since is swept like any other.
-    pending = [p for p in todo if p["name"] not in state or state[p["name"]].get("status") == "not_imported"]
+    waited = {r["name"] for r in waiting.values()}
+    pending = [p for p in todo if p["name"] not in state or state[p["name"]].get("status") == "not_imported"
+               or (not judged(state[p["name"]]) and p["name"] not in waited)]
     while pending or waiting:
         while pending and len(waiting) < parallel:
             problem = pending[0]
@@ -209,6 +229,17 @@ def sweep(api: Api, todo: list[dict[str, Any]], state: dict[str, dict[str, Any]]
                 print(f"{record['name']}: {category(record)} ({record.get('status') or record.get('run_status')}"
                       + (f", {record['speedup_vs_best']:.2f}x vs best" if record.get("speedup_vs_best") else "") + ")",
                       flush=True)
+
+
+def _still_there(api: Api, record: dict[str, Any]) -> bool:
+    """Whether the run a record waits on is this studio's run of that problem. A sweep resumed against another
+    studio database (a fresh machine: only the state file is kept, benchmarks/results/kernelbench_sweep/) has no
+    such run, or one of another problem under that id: the problem is submitted again."""
+    response = api.http.get(f"/runs/{record['run_id']}/")
+    if response.status_code == 404:
+        return False
+    response.raise_for_status()
+    return response.json().get("problem_name") == record["name"]
 
 
 def _append(path: Path, record: dict[str, Any]) -> None:
@@ -270,4 +301,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["markdown"]:  # python benchmarks/kernelbench_sweep.py markdown STATE [LEVEL ...]
+        print(markdown(load_state(Path(sys.argv[2])), [int(n) for n in sys.argv[3:]] or [1, 2, 3]), end="")
+        sys.exit(0)
     sys.exit(main())

@@ -6,6 +6,10 @@
 #
 #   bash benchmarks/gpu/kernelbench_sweep.sh      # from the repository root; carry .whl, .kb and var/sweep
 #
+# On a fresh box the sweep goes on from the state kept in the repository: mkdir -p var/sweep && cp
+# benchmarks/results/kernelbench_sweep/{sweep.jsonl,sweep_report.json} var/sweep/ (the levels are imported again;
+# a problem whose run this studio does not have is submitted again). Copy them back when a call returns.
+#
 # KB: KernelBench's KernelBench/ folder (level1/ ...) or a whole checkout (default .kb). LEVELS (default "1 2 3"),
 # LIMIT (at most this many problems a level), PARALLEL (evaluations queued at once, 2), POLL (seconds, 5), PORT (8000).
 # SECONDS: this call's wall-clock budget (default 540, so that a 600 s device call returns): imports and the sweep stop

@@ -106,3 +106,11 @@ def test_a_dry_run_sweeps_every_level_through_the_rest_api_and_resumes(studio, t
     again = subprocess.run([*command, "--allow-any-op-sanity", "--skip-import"], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=120)
     assert again.returncode == 0 and Run.objects.count() == runs, again.stdout + again.stderr
+    # Resumed against another studio's database (a fresh GPU box: only the state file is kept), a record waiting on
+    # a run this studio does not have is submitted again, never polled as someone else's run.
+    with state.open("a") as f:
+        f.write(json.dumps({"name": "level2/1_Scale_Add", "problem_id": 1, "run_id": 99999}) + "\n")
+    resumed = subprocess.run([*command, "--allow-any-op-sanity", "--skip-import"], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0 and Run.objects.count() == runs + 1, resumed.stdout + resumed.stderr
+    assert json.loads(out.read_text())["levels"]["level2"]["evaluated"] == 1
