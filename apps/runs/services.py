@@ -192,10 +192,15 @@ def cancel_run(run: Run) -> bool:
     return True
 
 
-def resume_unfinished_runs() -> int:
+def resume_unfinished_runs(release_claims: bool = False) -> int:
     """Re-queue the current step of every unfinished run. Called when a worker starts: with the embedded
     in-memory broker a restart loses queued messages; with Redis it shortens the wait for a dead worker's
-    unacked message. Steps are idempotent (keyed on the run's stage and claim), so duplicates are harmless."""
+    unacked message. Steps are idempotent (keyed on the run's stage and claim), so duplicates are harmless.
+    `release_claims`: every claim standing now is a dead process's (the embedded studio, whose only worker lives and
+    dies with it, starting again): the steps are taken over at once rather than after KSTUDIO_STEP_LEASE_SECONDS.
+    A step still running somewhere then commits nothing, since its claim no longer holds (steps.py)."""
+    if release_claims:
+        unfinished_runs().exclude(step_token="").update(step_token="", step_claimed_at=None)
     count = 0
     for run_id, stage in unfinished_runs().values_list("id", "stage"):
         queues.enqueue(run_id, stage)

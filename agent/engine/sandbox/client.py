@@ -202,6 +202,10 @@ class Sandbox:
             stdin=subprocess.DEVNULL,
             env=env,
             cwd="/tmp" if path else _package_root(),
+            # Its own session: a Ctrl-C at the terminal (`make run`) goes to the studio, which stops, and not to the
+            # zygote, which would otherwise die first and fail the evaluation in hand. It still dies with this
+            # process (PR_SET_PDEATHSIG, zygote.main), and the run is taken over when the studio starts again.
+            start_new_session=True,
         )
         theirs.close()
         self._sock = ours

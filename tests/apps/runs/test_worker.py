@@ -110,11 +110,23 @@ def test_an_embedded_studio_started_again_goes_on_with_the_runs_it_left_unfinish
     # broker) never reads, as a `make run` stopped with runs queued loses their messages.
     run = start_evaluation(owner, problem, GOOD_CANDIDATE.read_text())
     env = {k: v for k, v in processes.studio_env().items() if k != "REDIS_URL"}
-    log = tmp_path / "serve.log"
-    studio = processes.spawn(["manage", "serve", "--port", str(processes.free_port())], env, log)
+    first, second = tmp_path / "serve-1.log", tmp_path / "serve-2.log"
+    studio = processes.spawn(["manage", "serve", "--port", str(processes.free_port())], env, first)
     try:
-        run = _wait(run, lambda r: r.is_terminal, 240)
+        # Ctrl-C at the terminal in the middle of the evaluation: SIGINT to the studio's whole process group, as a
+        # terminal sends it. The sandbox's zygote is in a session of its own, so the studio stops and the run is left
+        # claimed, not failed by a zygote that died first.
+        _wait(run, lambda r: r.events.filter(kind="phase", payload__phase="check").exists(), 240)
+        os.killpg(studio.pid, signal.SIGINT)
+        studio.wait(timeout=60)
     finally:
         processes.stop([studio])
-    assert run.status == Run.Status.FINISHED and "Accepted" in run.message, (run.message, log.read_text()[-3000:])
-    assert "1 unfinished run(s) queued again" in log.read_text()
+    run.refresh_from_db()
+    assert not run.is_terminal and run.step_token, (run.status, run.message, first.read_text()[-3000:])
+    studio = processes.spawn(["manage", "serve", "--port", str(processes.free_port())], env, second)
+    try:
+        run = _wait(run, lambda r: r.is_terminal, 240)  # taken over at once, not after the claim's 30-minute lease
+    finally:
+        processes.stop([studio])
+    assert run.status == Run.Status.FINISHED and "Accepted" in run.message, (run.message, second.read_text()[-3000:])
+    assert "1 unfinished run(s) queued again" in first.read_text() and "1 unfinished run(s) queued again" in second.read_text()

@@ -2,6 +2,8 @@
 as threads of this same process on the in-memory broker (nothing else to start)."""
 from __future__ import annotations
 
+import os
+import sys
 import threading
 
 from django.conf import settings
@@ -22,13 +24,22 @@ class Command(BaseCommand):
             # Celery CLI worker, whose worker_ready signal (apps/runs/tasks.py) would re-queue it.
             from apps.runs.services import resume_unfinished_runs
 
-            resumed = resume_unfinished_runs()
+            # Claims standing now were made by an embedded worker that died with its studio (`make run` stopped, even
+            # in the middle of an evaluation): taken over at once.
+            resumed = resume_unfinished_runs(release_claims=True)
             self.stdout.write(f"embedded worker started (queues build, gpu, agent, train; in-memory broker); "
                               f"{resumed} unfinished run(s) queued again")
         from daphne.cli import CommandLineInterface
 
         self.stdout.write(f"Kernel Studio on http://{host}:{port}/")
         CommandLineInterface().run(["-b", host, "-p", str(port), "studio.asgi:application"])
+        if settings.EMBEDDED:
+            # Stopped (a Ctrl-C at the terminal): leave at once, as a killed worker would. Python's own shutdown would
+            # first stop the worker's pool and the sandbox under the evaluation in hand and fail its run; left claimed,
+            # the run is taken over when the studio starts again (resume_unfinished_runs above).
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
 
 
 def start_embedded_worker() -> threading.Thread:
