@@ -38,10 +38,13 @@ def studio_env(**extra: str) -> dict[str, str]:
             "KSTUDIO_LIBRARY_KEEP_NOISY": "true", "KSTUDIO_LIBRARY_MIN_SPEEDUP": "0.01", **extra}
 
 
-def spawn(argv: list[str], env: dict[str, str], log: Path | None = None) -> subprocess.Popen:
+def spawn(argv: list[str], env: dict[str, str], log: Path | None = None, interruptible: bool = False) -> subprocess.Popen:
+    """`interruptible`: with SIGINT's default disposition, as a process started at a terminal has it (this test
+    process may have inherited or set it ignored, and an ignored SIGINT stays ignored across exec)."""
     out = open(log, "wb") if log else subprocess.DEVNULL
     return subprocess.Popen([sys.executable, "-m", *argv], cwd=ROOT, env=env, start_new_session=True,
-                            stdout=out, stderr=subprocess.STDOUT)
+                            stdout=out, stderr=subprocess.STDOUT,
+                            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) if interruptible else None)
 
 
 def worker(env: dict[str, str], name: str, queues: str = "build,gpu,agent", log: Path | None = None) -> subprocess.Popen:

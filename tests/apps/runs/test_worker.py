@@ -111,7 +111,7 @@ def test_an_embedded_studio_started_again_goes_on_with_the_runs_it_left_unfinish
     run = start_evaluation(owner, problem, GOOD_CANDIDATE.read_text())
     env = {k: v for k, v in processes.studio_env().items() if k != "REDIS_URL"}
     first, second = tmp_path / "serve-1.log", tmp_path / "serve-2.log"
-    studio = processes.spawn(["manage", "serve", "--port", str(processes.free_port())], env, first)
+    studio = processes.spawn(["manage", "serve", "--port", str(processes.free_port())], env, first, interruptible=True)
     try:
         # Ctrl-C at the terminal in the middle of the evaluation: SIGINT to the studio's whole process group, as a
         # terminal sends it. The sandbox's zygote is in a session of its own, so the studio stops and the run is left
