@@ -179,11 +179,8 @@ def plan(footprints: list[Footprint], device: str, budget: int | None, budget_so
         files = made.exchange_bytes + made.outputs_bytes
         if host_available is not None and files > HOST_SHARE * host_available:
             made.mode = CAPACITY
-            made.note = (f"the problem does not fit this machine: the jobs hand its tensors over through about "
-                         f"{size_text(files)} of host memory, and the host has {size_text(host_available)} free (at most "
-                         f"{HOST_SHARE:.0%} of it is used). Its footprint is {fp.describe()}. This is the problem's size, "
-                         f"not the candidate's fault: evaluate it on a machine with more memory, or make the problem "
-                         f"smaller")
+            made.note = _host_note(f"the jobs hand its tensors over through about {size_text(files)} of host memory",
+                                   host_available, fp)
             return made
     if budget is None or cand + ref <= budget:
         return made
@@ -194,18 +191,23 @@ def plan(footprints: list[Footprint], device: str, budget: int | None, budget_so
                      "the other works")
         if device == "cuda":
             parked = made.candidate_host_bytes + made.reference_host_bytes
-            if host_available is not None and parked + made.exchange_bytes + made.outputs_bytes > HOST_SHARE * host_available:
+            files = made.exchange_bytes + made.outputs_bytes
+            if host_available is not None and parked + files > HOST_SHARE * host_available:
                 made.mode = CAPACITY
-                made.note = (f"the problem does not fit this machine: one job after the other on the GPU, the jobs park "
-                             f"about {size_text(parked)} on the host beside the {size_text(made.exchange_bytes + made.outputs_bytes)} "
-                             f"they hand tensors through, and the host has {size_text(host_available)} free (at most "
-                             f"{HOST_SHARE:.0%} of it is used). Its footprint is {fp.describe()}. This is the problem's "
-                             f"size, not the candidate's fault: evaluate it on a machine with more memory, or make the "
-                             f"problem smaller")
+                made.note = _host_note(f"one job after the other on the GPU, the jobs park about {size_text(parked)} on "
+                                       f"the host beside the {size_text(files)} they hand tensors through",
+                                       host_available, fp)
         return made
     made.mode = CAPACITY
     made.note = made.capacity_message()
     return made
+
+
+def _host_note(need: str, host_available: int, fp: Footprint) -> str:
+    """A capacity verdict's words where the host, not the device, is what the problem does not fit."""
+    return (f"the problem does not fit this machine: {need}, and the host has {size_text(host_available)} free (at most "
+            f"{HOST_SHARE:.0%} of it is used). Its footprint is {fp.describe()}. This is the problem's size, not the "
+            f"candidate's fault: evaluate it on a machine with more memory, or make the problem smaller")
 
 
 def host_files(fp: Footprint) -> tuple[int, int]:
