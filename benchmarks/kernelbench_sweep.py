@@ -247,6 +247,23 @@ def _append(path: Path, record: dict[str, Any]) -> None:
         f.write(json.dumps(record) + "\n")
 
 
+def pending(kernelbench: Path, state: dict[str, dict[str, Any]], levels: list[int], out: Path) -> int:
+    """A KernelBench-shaped folder (out/levelN/) of links to the files of these levels that have no end in the state:
+    what a fresh box must import and sweep to go on (the others' verdicts are in the state already). Returns how many."""
+    count = 0
+    for level in levels:
+        folder = out / f"level{level}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in kernelbench_names(kernelbench, [level], None):
+            record = state.get(name)
+            if record is not None and judged(record) and record.get("status") != "not_imported":
+                continue
+            source = next(d for d in (kernelbench / "KernelBench", kernelbench) if (d / f"level{level}").is_dir())
+            (folder / f"{name.split('/', 1)[1]}.py").symlink_to((source / f"{name}.py").resolve())
+            count += 1
+    return count
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kernelbench", type=Path, required=True, help="a KernelBench checkout (never fetched here)")
@@ -303,5 +320,9 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["markdown"]:  # python benchmarks/kernelbench_sweep.py markdown STATE [LEVEL ...]
         print(markdown(load_state(Path(sys.argv[2])), [int(n) for n in sys.argv[3:]] or [1, 2, 3]), end="")
+        sys.exit(0)
+    if sys.argv[1:2] == ["pending"]:  # python benchmarks/kernelbench_sweep.py pending KERNELBENCH STATE OUT [LEVEL ...]
+        print(pending(Path(sys.argv[2]), load_state(Path(sys.argv[3])), [int(n) for n in sys.argv[5:]] or [1, 2, 3],
+                      Path(sys.argv[4])))
         sys.exit(0)
     sys.exit(main())

@@ -123,6 +123,18 @@ stop_studio() {
 trap stop_studio EXIT
 trap 'say "interrupted"; exit 130' INT TERM
 
+# --- a sweep that goes on imports and sweeps only the problems the state has no end for ---------------------------------
+# A fresh box has no studio database: without this it would import every file again (about 6 min for the 250) only to
+# skip the ones with a verdict. PENDING_ONLY=0 imports every file; a LIMIT (a dry run) always does.
+if [ "${PENDING_ONLY:-1}" = 1 ] && [ -z "$LIMIT" ] && [ -s "$SWEEP_DIR/sweep.jsonl" ]; then
+  rm -rf "$SWEEP_DIR/pending"
+  count=$($PY benchmarks/kernelbench_sweep.py pending "$KB" "$SWEEP_DIR/sweep.jsonl" "$SWEEP_DIR/pending" $LEVELS) \
+    || die "could not list the problems without an end in $SWEEP_DIR/sweep.jsonl"
+  say "$count problems of levels $LEVELS have no end in the state yet: only those are imported and swept" \
+      "($SWEEP_DIR/pending links to them)"
+  KB="$SWEEP_DIR/pending"
+fi
+
 # --- the problems: one import per level, each marked done in SWEEP_DIR so that later calls skip it --------------------
 import_seconds=0
 imported=yes
@@ -130,6 +142,11 @@ for level in $LEVELS; do
   marker="$SWEEP_DIR/imported_level$level"
   if [ "$(cat "$marker" 2>/dev/null)" = "limit=${LIMIT:-all}" ]; then
     say "level $level imported already ($marker)"
+    continue
+  fi
+  if ! compgen -G "$KB/level$level/*.py" >/dev/null && ! compgen -G "$KB/KernelBench/level$level/*.py" >/dev/null; then
+    say "level $level: nothing to import"
+    echo "limit=${LIMIT:-all}" > "$marker"
     continue
   fi
   allowed=$(( $(left) - RESERVE - SWEEP_MIN - 15 ))  # 15: an interrupted import's own exit (10 s at most, then killed)

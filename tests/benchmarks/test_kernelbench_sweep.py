@@ -14,7 +14,7 @@ from rest_framework.authtoken.models import Token
 
 from agent.engine.validation import validate_candidate
 from apps.runs.models import Run
-from benchmarks.kernelbench_sweep import candidate_source, category, kernelbench_names, not_imported, report
+from benchmarks.kernelbench_sweep import candidate_source, category, kernelbench_names, not_imported, pending, report
 from tests import processes
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,6 +40,19 @@ def write_kernelbench(root: Path) -> None:
 def test_the_problems_own_code_is_a_valid_candidate():
     source = HEAD + FILES[("level1", "1_ReLU.py")][0] + TAIL.format(shape="4, 4")
     assert validate_candidate(candidate_source(source), problem_source=source).ok
+
+
+@pytest.mark.django_db(transaction=False)
+def test_a_sweep_that_goes_on_lists_only_the_problems_the_state_has_no_end_for(tmp_path):
+    write_kernelbench(tmp_path / "kb")
+    state = {"level1/1_ReLU": {"name": "level1/1_ReLU", "status": "accepted"},
+             "level1/2_Softmax": {"name": "level1/2_Softmax", "run_id": 7},  # submitted, no end yet
+             "level1/3_Huge_Tanh": {"name": "level1/3_Huge_Tanh", "status": "not_imported", "message": "too big"}}
+    assert pending(tmp_path / "kb", state, [1, 2], tmp_path / "pending") == 3
+    assert sorted(kernelbench_names(tmp_path / "pending", [1, 2], None)) == [
+        "level1/2_Softmax", "level1/3_Huge_Tanh", "level2/1_Scale_Add"]
+    linked = tmp_path / "pending" / "level2" / "1_Scale_Add.py"
+    assert linked.read_text() == (tmp_path / "kb" / "KernelBench" / "level2" / "1_Scale_Add.py").read_text()
 
 
 def test_the_report_counts_evaluated_capacity_and_other_with_reasons():
