@@ -5,9 +5,10 @@ bytes any correct kernel must move (inputs, parameters, outputs) and the FLOPs t
 counts for the reference (matmuls and convolutions; elementwise work is not counted). Achieved rates are
 that work over the kernel's median time.
 
-Ceilings are labelled with where they come from. The memory roof is the device-to-device copy bandwidth
-the check measured on the GPU when it did (DESIGN §4's measured facts); otherwise a vendor datasheet
-figure, said to be one. No ceiling is invented for a CPU: the panel then says it was not measured.
+Ceilings are labelled with where they come from. The memory roof is the device's measured peak (the fastest
+of the peaks job's memory kernels, agent/engine/evaluate/peaks.py) where a verdict carries one; else the
+device-to-device copy bandwidth the check measured on the GPU when it did (DESIGN §4's measured facts);
+otherwise a vendor datasheet figure, said to be one. No ceiling is invented for a CPU: the panel then says it was not measured.
 """
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def place(work: dict[str, Any] | None, candidate_ms: float | None, hardware: dic
 
 def _measured_roofs(peaks: dict[str, Any]) -> tuple[Roof, Roof | None]:
     when = f" ({peaks['measured_at']})" if peaks.get("measured_at") else ""
-    memory = Roof(float(peaks["copy_bytes_per_s"]), f"measured: device copy by the studio's peaks job{when}")
+    memory = Roof(float(peaks["copy_bytes_per_s"]), f"measured: the fastest of the studio's memory kernels (copies, elementwise, fill, sum){when}")
     if peaks.get("tensor_flops_per_s"):
         return memory, Roof(float(peaks["tensor_flops_per_s"]), f"measured: BF16 tensor-core matmul{when}")
     if peaks.get("fp32_flops_per_s"):

@@ -148,7 +148,7 @@ def test_the_run_page_streams_the_conversation_the_chart_and_the_panels(studio):
     profile = studio.driver.find_element(By.ID, "profile-panel").text
     assert "torch.profiler" in profile and "achieved bandwidth" in profile
     # A timed verdict carries the device's peaks, measured by our own job (CPU too): the roof is that measurement's.
-    assert "measured: device copy by the studio's peaks job" in profile and "% of the bound" in profile, profile
+    assert "measured: the fastest of the studio's memory kernels" in profile and "% of the bound" in profile, profile
     assert studio.driver.find_elements(By.CSS_SELECTOR, "#profile-table tr td")
     page_screenshot(studio.driver, "run-page")
 

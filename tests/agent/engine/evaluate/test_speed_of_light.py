@@ -8,6 +8,7 @@ import pytest
 
 from agent.engine.evaluate import Evaluator
 from agent.engine.evaluate.judge import SOL_MARGIN, _speed_of_light
+from agent.engine.evaluate.peaks import memory_roof
 from agent.engine.verdict import Flag, Spread, Stage, Status, Timing, Verdict
 from tests.agent.engine.evaluate.relu_case import CANDIDATE, CONFIG, relu_problem
 
@@ -25,9 +26,17 @@ def _timing(ms: float) -> Timing:
     return Timing(ms, ms, None, 1.0, None, spread, spread, None, "parent")
 
 
+def test_the_memory_roof_is_the_fastest_of_several_memory_kernels():
+    roof, kernels = memory_roof("cpu", 16 << 20)
+    assert set(kernels) == {"copy (bytes)", "copy (float32)", "elementwise (float32)", "fill (writes only)",
+                            "sum (reads only)"}
+    assert all(rate > 1e7 for rate in kernels.values()) and roof == max(kernels.values())
+
+
 def test_the_peaks_are_measured_once_by_our_job_and_kept_where_no_job_can_write(evaluator):
     first = evaluator.device_peaks(CONFIG)
     assert first is not None and first["copy_bytes_per_s"] > 1e8 and first["fp32_flops_per_s"] > 1e8
+    assert first["copy_bytes_per_s"] == max(first["memory_kernels"].values())
     stored = list((evaluator.trusted_root / "peaks").glob("*.json"))
     assert len(stored) == 1 and json.loads(stored[0].read_text())["key"] == first["key"]
     assert evaluator.device_peaks(CONFIG) == first  # read back, not measured again
