@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import subprocess
@@ -172,15 +173,34 @@ def report(state: dict[str, dict[str, Any]], levels: list[int], seconds: float) 
             "other_reasons": {r["name"]: f"{r.get('status') or r.get('run_status')}: {(r.get('message') or r.get('run_message') or '')[:400]}"
                               for r in records if category(r) == "other"},
             "speedups_vs_best": {r["name"]: r.get("speedup_vs_best") for r in records if category(r) == "evaluated"},
+            "vs_eager": against_eager([r for r in records if category(r) == "evaluated"]),
         }
     return out
+
+
+# The problem's own code against itself: a sanity sweep's speedups vs eager should lie in this band.
+BAND = (0.9, 1.1)
+
+
+def against_eager(accepted: list[dict[str, Any]]) -> dict[str, Any]:
+    """How far the problems' own code, timed as a candidate, lies from eager (the same code): the geometric mean, how
+    many lie inside BAND, and each one outside it with its figure and flags (a finding about the measurement)."""
+    timed = [r for r in accepted if r.get("speedup_vs_eager")]
+    outside = {r["name"]: {"speedup": float(r["speedup_vs_eager"]), "flags": sorted(set(r.get("flags") or []))}
+               for r in timed if not BAND[0] <= float(r["speedup_vs_eager"]) <= BAND[1]}
+    geomean = math.exp(sum(math.log(float(r["speedup_vs_eager"])) for r in timed) / len(timed)) if timed else None
+    return {"geomean": geomean, "band": list(BAND), "inside": len(timed) - len(outside), "outside": outside}
 
 
 def markdown(state: dict[str, dict[str, Any]], levels: list[int]) -> str:
     """The per-level counts and a row per problem with an end, as docs/benchmarks.md §16 records them."""
     counts = report(state, levels, 0.0)["levels"]
-    lines = ["| level | with an end | evaluated (accepted) | capacity | other |", "| --- | --- | --- | --- | --- |"]
-    lines += [f"| {n[5:]} | {c['problems']} | {c['evaluated']} | {c['capacity']} | {c['other']} |" for n, c in counts.items()]
+    lines = [f"| level | with an end | evaluated (accepted) | capacity | other | vs eager: geomean | inside "
+             f"{BAND[0]:.1f}-{BAND[1]:.1f}x |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for n, c in counts.items():
+        geomean = c["vs_eager"]["geomean"]
+        lines.append(f"| {n[5:]} | {c['problems']} | {c['evaluated']} | {c['capacity']} | {c['other']} | "
+                     f"{f'{geomean:.3f}x' if geomean else ''} | {c['vs_eager']['inside']} |")
     lines += ["", "| problem | outcome | vs eager | vs best | SOL |", "| --- | --- | --- | --- | --- |"]
 
     def figure(value: Any, unit: str) -> str:

@@ -241,6 +241,12 @@ result = json.loads(path.read_text())
 for level, counts in result["levels"].items():
     print(f"{level}: {counts['problems']} problems with a verdict, {counts['evaluated']} evaluated, "
           f"{counts['capacity']} capacity, {counts['other']} other")
+    near = counts["vs_eager"]
+    if near["geomean"]:
+        print(f"    vs eager (the same code): geometric mean {near['geomean']:.3f}x, {near['inside']} inside "
+              f"{near['band'][0]}-{near['band'][1]}x; outside: "
+              + (", ".join(f"{n} {o['speedup']:.2f}x {'/'.join(o['flags'])}".rstrip() for n, o in near["outside"].items())
+                 or "none"))
 ended = ("finished", "failed", "cancelled")
 in_flight = sorted(r["name"] for r in state.values() if r.get("run_id") and "status" not in r
                    and r.get("run_status") not in ended)

@@ -62,13 +62,23 @@ def test_the_report_counts_evaluated_capacity_and_other_with_reasons():
              "level1/e.py": {"name": "level1/e.py", "run_id": 5, "run_status": "failed", "run_message": "worker died"},
              "level2/d.py": {"name": "level2/d.py", "run_id": 4}}  # submitted, not finished: not counted yet
     out = report(state, [1, 2], 12.0)
-    assert out["levels"]["level1"] | {"capacity_reasons": None, "other_reasons": None, "speedups_vs_best": None} == {
+    assert out["levels"]["level1"] | {"capacity_reasons": None, "other_reasons": None, "speedups_vs_best": None,
+                                      "vs_eager": None} == {
         "problems": 4, "evaluated": 1, "capacity": 1, "other": 2, "capacity_reasons": None, "other_reasons": None,
-        "speedups_vs_best": None}
+        "speedups_vs_best": None, "vs_eager": None}
     # A run that ended without a verdict (a failure inside the studio) is "other" with the run's own message.
     assert out["levels"]["level1"]["other_reasons"] == {"level1/c.py": "runtime_error: boom",
                                                         "level1/e.py": "failed: worker died"}
     assert out["levels"]["level2"]["problems"] == 0 and category(state["level1/b.py"]) == "capacity"
+
+
+def test_the_report_says_how_far_the_problems_own_code_lies_from_eager_and_names_each_one_outside_the_band():
+    state = {f"level3/{i}": {"name": f"level3/{i}", "status": "accepted", "speedup_vs_eager": s, "flags": f}
+             for i, (s, f) in enumerate([(1.0, []), (0.95, []), (0.56, ["noisy_timing"]), (1.34, [])])}
+    near = report(state, [3], 0.0)["levels"]["level3"]["vs_eager"]
+    assert near["inside"] == 2 and near["geomean"] == pytest.approx((1.0 * 0.95 * 0.56 * 1.34) ** 0.25)
+    assert near["outside"] == {"level3/2": {"speedup": 0.56, "flags": ["noisy_timing"]},
+                               "level3/3": {"speedup": 1.34, "flags": []}}
 
 
 def test_a_file_the_import_skipped_is_counted_with_the_reason_its_log_gives(tmp_path):
