@@ -85,12 +85,17 @@ def problems(api: Api, levels: list[int]) -> list[dict[str, Any]]:
     return sorted({p["name"]: p for p in found}.values(), key=order)
 
 
+def level_folder(kernelbench: Path, level: int) -> Path | None:
+    """A level's folder in a KernelBench checkout, or in its KernelBench/ folder itself; None where neither has it."""
+    return next((d for d in (kernelbench / "KernelBench" / f"level{level}", kernelbench / f"level{level}") if d.is_dir()),
+                None)
+
+
 def kernelbench_names(kernelbench: Path, levels: list[int], limit: int | None) -> list[str]:
     """The problem names ("level1/19_ReLU") the import was given: every file of these levels, in the import's order."""
     names = []
     for level in levels:
-        folder = next((d for d in (kernelbench / "KernelBench" / f"level{level}", kernelbench / f"level{level}")
-                       if d.is_dir()), None)
+        folder = level_folder(kernelbench, level)
         files = sorted(folder.glob("*.py"), key=lambda f: (int(f.name.split("_", 1)[0]) if f.name.split("_", 1)[0]
                                                           .isdigit() else 1 << 30, f.name)) if folder else []
         names += [f"level{level}/{f.stem}" for f in files[:limit] if f.name != "__init__.py"]
@@ -155,6 +160,11 @@ def category(record: dict[str, Any]) -> str:
     return "other"
 
 
+def swept(record: dict[str, Any] | None) -> bool:
+    """Whether the problem has an end the sweep keeps: a file the import skipped is tried again once imported."""
+    return record is not None and judged(record) and record.get("status") != "not_imported"
+
+
 def judged(record: dict[str, Any]) -> bool:
     """Whether the record has an end: a verdict, a refusal, or a run that ended without one (a failure inside the
     studio, counted as "other" with the run's message)."""
@@ -166,14 +176,15 @@ def report(state: dict[str, dict[str, Any]], levels: list[int], seconds: float) 
     for level in levels:
         records = [r for r in state.values() if r["name"].startswith(f"level{level}/") and judged(r)]
         counts = Counter(category(r) for r in records)
+        accepted = [r for r in records if category(r) == "evaluated"]
         out["levels"][f"level{level}"] = {
             "problems": len(records), "evaluated": counts["evaluated"], "capacity": counts["capacity"],
             "other": counts["other"],
             "capacity_reasons": {r["name"]: (r.get("message") or "")[:400] for r in records if category(r) == "capacity"},
             "other_reasons": {r["name"]: f"{r.get('status') or r.get('run_status')}: {(r.get('message') or r.get('run_message') or '')[:400]}"
                               for r in records if category(r) == "other"},
-            "speedups_vs_best": {r["name"]: r.get("speedup_vs_best") for r in records if category(r) == "evaluated"},
-            "vs_eager": against_eager([r for r in records if category(r) == "evaluated"]),
+            "speedups_vs_best": {r["name"]: r.get("speedup_vs_best") for r in accepted},
+            "vs_eager": against_eager(accepted),
         }
     return out
 
@@ -220,8 +231,7 @@ def sweep(api: Api, todo: list[dict[str, Any]], state: dict[str, dict[str, Any]]
     waiting = {r["run_id"]: r for r in state.values() if r.get("run_id") and not judged(r) and _still_there(api, r)}
     # A file the import skipped before (not_imported) and imported since is swept like any other.
     waited = {r["name"] for r in waiting.values()}
-    pending = [p for p in todo if p["name"] not in state or state[p["name"]].get("status") == "not_imported"
-               or (not judged(state[p["name"]]) and p["name"] not in waited)]
+    pending = [p for p in todo if not swept(state.get(p["name"])) and p["name"] not in waited]
     while pending or waiting:
         while pending and len(waiting) < parallel:
             problem = pending[0]
@@ -272,15 +282,13 @@ def pending(kernelbench: Path, state: dict[str, dict[str, Any]], levels: list[in
     what a fresh box must import and sweep to go on (the others' verdicts are in the state already). Returns how many."""
     count = 0
     for level in levels:
-        folder = out / f"level{level}"
+        folder, source = out / f"level{level}", level_folder(kernelbench, level)
         folder.mkdir(parents=True, exist_ok=True)
         for name in kernelbench_names(kernelbench, [level], None):
-            record = state.get(name)
-            if record is not None and judged(record) and record.get("status") != "not_imported":
-                continue
-            source = next(d for d in (kernelbench / "KernelBench", kernelbench) if (d / f"level{level}").is_dir())
-            (folder / f"{name.split('/', 1)[1]}.py").symlink_to((source / f"{name}.py").resolve())
-            count += 1
+            if not swept(state.get(name)):
+                file = f"{name.split('/', 1)[1]}.py"
+                (folder / file).symlink_to((source / file).resolve())
+                count += 1
     return count
 
 

@@ -8,7 +8,8 @@ that work over the kernel's median time.
 Ceilings are labelled with where they come from. The memory roof is the device's measured peak (the fastest
 of the peaks job's memory kernels, agent/engine/evaluate/peaks.py) where a verdict carries one; else the
 device-to-device copy bandwidth the check measured on the GPU when it did (DESIGN §4's measured facts);
-otherwise a vendor datasheet figure, said to be one. No ceiling is invented for a CPU: the panel then says it was not measured.
+otherwise a vendor datasheet figure, said to be one. No ceiling is invented for a CPU: the panel then says it
+was not measured.
 """
 from __future__ import annotations
 
