@@ -7,6 +7,7 @@ problem, the run), so they run in file order."""
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from dataclasses import dataclass, field
 
@@ -196,7 +197,11 @@ def test_profile_this_candidate_runs_it_again_with_the_profiler_and_its_page_sho
     studio.driver.get(studio.made["run_url"] + "candidates/3/")
     assert studio.driver.find_element(By.ID, "no-profile").is_displayed()
     studio.driver.find_element(By.ID, "profile-button").click()
-    studio.wait.until(lambda d: "/runs/" in d.current_url and d.current_url.split("?")[0] != studio.made["run_url"])
+    # The candidate's own page has "/runs/" in its address too: wait for the redirect to a run page that is not the
+    # original run's (on a loaded box the click returns before the POST's redirect has landed).
+    new_run = re.compile(r".*/runs/\d+/")
+    studio.wait.until(lambda d: new_run.fullmatch(d.current_url.split("?")[0])
+                      and d.current_url.split("?")[0] != studio.made["run_url"])
     profiled = studio.driver.current_url.split("?")[0]
     # The new run's page is live from the start; once it ends, the server's panels replace the live ones.
     studio.until("document.getElementById('run').dataset.panels === 'final'", 300)
