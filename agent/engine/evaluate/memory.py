@@ -134,11 +134,11 @@ def reference_peak(fp: Footprint, device: str) -> int:
 
 def _masks(fp: Footprint, device: str) -> int:
     """The keyed mix's draws (keyed.Pools): on a GPU pool_size bool draws per element, mixed a piece at a time; on the
-    CPU the draws are of the inputs' own dtype, and a mix makes two whole-size temporaries and keeps a difference."""
+    CPU the draws are of the inputs' own dtype, and a mix keeps a difference and makes no temporary (mixed_cpu)."""
     draws = keyed.pool_size(fp.input_elements)
     if device == "cuda":
         return draws * fp.input_elements + 2 * min(fp.input_elements, keyed.PIECE)
-    return (draws + 3) * fp.input_bytes
+    return (draws + 1) * fp.input_bytes
 
 
 def _weights(fp: Footprint) -> int:

@@ -23,6 +23,27 @@ def test_each_key_gives_new_inputs_drawn_from_the_two_base_sets_alike_in_every_j
     assert (first != other).float().mean() > 0.3, "another key mixes otherwise"
 
 
+def test_a_cpu_mix_is_one_rolled_draw_applied_in_place_picking_from_either_base_by_key():
+    import agent.engine.evaluate.keyed as keyed
+
+    bases = _bases()
+    a, b = bases[0][0], bases[1][0]
+    pools = Pools(5)
+    n = a.numel()
+    picked_a = set()
+    for key in range(40):
+        got = derive(bases, key, pools)[0]
+        first, _, shift = keyed._pick(key, 0, n)
+        draw = keyed._roll(pools._masks[(n, "cpu", torch.float32)][first], shift).view(a.shape)
+        from_a = keyed._bit(key, 5000)
+        base, sign = (a, -1.0) if from_a else (b, 1.0)
+        # The definition, with the roll and the mask made whole: the in-place mix is the same to the last bit.
+        assert torch.equal(got, torch.addcmul(base, draw, a - b, value=sign))
+        picked_a.add(from_a)
+    assert picked_a == {True, False}, "the key chooses which base set the mask picks from"
+    assert len(pools._masks) == 1 and len(pools._masks[(n, "cpu", torch.float32)]) == keyed.POOL
+
+
 def test_a_projection_tolerates_errors_within_the_tolerance_and_catches_a_few_wrong_elements():
     torch.manual_seed(1)
     pools = Pools(3)
