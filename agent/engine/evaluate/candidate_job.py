@@ -111,7 +111,7 @@ class _State:
         if name == "census":
             return {"flags": self.census.finish()}
         if name == "bases":
-            self.pools = Pools(int(command["pool_seed"]))
+            self.pools = Pools(int(command["pool_seed"]), fresh=bool(command.get("fresh_mix", False)))
             self.bases = [self.seen[i] for i in command["from_calls"]] if "from_calls" in command else \
                 [self._inputs(command["layout"], f"base{i}", command["values"][i]) for i in range(2)]
             self.seen = {}  # kept as the bases now: one copy each

@@ -37,7 +37,7 @@ ROUNDING = 1e-5
 # evaluation, with a keyed roll: K*(K-1)*n combinations are as unpredictable per call as a fresh draw, and cost a
 # few copies instead of a random-number generator (which on a CPU is several times the cost of a small kernel).
 # Floating tensors on the CPU take one of the K draws, rolled, and a keyed choice of which base set the mask picks
-# from: 2*K*n combinations, mixed with no copy at all (Pools.mixed_cpu), since there the mix's copies were most of a
+# from: 2*K*n combinations (K from pool_size: at least MIN_MIXES in all), mixed with no copy at all (Pools.mixed_cpu), since there the mix's copies were most of a
 # memory-bound call's time and their noise became the figure's.
 FRESH_BELOW = 1 << 16
 POOL = 4
@@ -46,10 +46,29 @@ POOL = 4
 # bytes per element plus pieces of bounded size (agent/engine/evaluate/memory.py counts them).
 PIECE = 1 << 26
 POOL_LARGE = 2
+# The fewest pooled mixes a tensor has (draws times shifts), whatever its size. The candidate's job has the pool
+# seed and the bases before any timed call (it derives its own inputs), so it could run every possible mix ahead, in
+# its untimed set-up, and only look the outputs up in the timed calls: with 4 draws a 65536-element input has ~786k
+# mixes (524k on the CPU), a few seconds at a GPU's launch cost and a small table for a reduction. With draws * n of
+# at least 2^24, running them all takes minutes even at 10 us a call: past any job's wall-clock limit.
+MIN_MIXES = 1 << 24
+POOL_MOST = 256  # 65536 elements (FRESH_BELOW): 256 draws, 64 MiB of float32 masks on the CPU, 16 MiB of bool on a GPU
+# Where an output is linear in an input (a sum, a matrix-vector product), the outputs of every rolled draw at once are
+# one FFT correlation per draw, not one call per mix: a table of 2*K*n floats per output element on the CPU's one-draw
+# mix (K*(K-1)*n on a GPU's two-draw one, out of reach). Problems with fewer output elements than this in all would
+# make that table affordable (under 2^25 * 8192 * 4 bytes = 1 TiB), so their CPU mixes are fresh draws per call instead.
+FEW_OUTPUTS = 8192
+
+
+def few_outputs(outputs: list[Any]) -> bool:
+    """Whether a problem's outputs are few enough that its CPU mixes are drawn fresh per call (FEW_OUTPUTS)."""
+    return sum(o.numel() for o in outputs if isinstance(o, torch.Tensor)) < FEW_OUTPUTS
 
 
 def pool_size(numel: int) -> int:
-    return POOL if numel < PIECE else POOL_LARGE
+    if numel >= PIECE:
+        return POOL_LARGE
+    return max(POOL, min(POOL_MOST, -(-MIN_MIXES // max(numel, 1))))
 
 
 def weight_pool_size(numel: int) -> int:
@@ -70,8 +89,9 @@ class Pools:
     """The draws the keyed inputs and projections are made from, per tensor shape; identical in every job that
     gets the same seed (the parent sends it with the base sets)."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, fresh: bool = False) -> None:
         self.seed = seed
+        self.fresh = fresh  # the CPU's float mixes drawn per call (FEW_OUTPUTS), set alike in both jobs by the parent
         self._masks: dict[tuple[Any, ...], list[torch.Tensor]] = {}
         self._weights: dict[tuple[Any, ...], list[torch.Tensor]] = {}
         self._differences: dict[int, torch.Tensor] = {}
@@ -82,6 +102,8 @@ class Pools:
         the CPU (for a multiply-add: torch.where with a bool mask is ~10x slower there than the kernels it times)."""
         numel = math.prod(shape)
         if numel < FRESH_BELOW:
+            if device.type == "cpu":  # per call, so the cheapest draw: on a GPU bernoulli_ is one launch, not four
+                return _bits(numel, device, _generator(device, key, j), dtype).view(shape)
             mask = torch.empty(shape, dtype=torch.bool, device=device).bernoulli_(0.5, generator=_generator(device, key, j))
             return mask if dtype == torch.bool else mask.to(dtype)
         pool = self._mask_pool(numel, device, dtype)
@@ -93,8 +115,7 @@ class Pools:
     def _mask_pool(self, numel: int, device: torch.device, dtype: torch.dtype) -> list[torch.Tensor]:
         pool = self._masks.get((numel, str(device), dtype))
         if pool is None:
-            pool = [torch.empty(numel, dtype=torch.bool, device=device).bernoulli_(0.5, generator=_generator(device, self.seed, 7000 + i)).to(dtype)
-                    for i in range(pool_size(numel))]
+            pool = [_bits(numel, device, _generator(device, self.seed, 7000 + i), dtype) for i in range(pool_size(numel))]
             self._masks[(numel, str(device), dtype)] = pool
         return pool
 
@@ -122,8 +143,8 @@ class Pools:
         harness's share that the null batch takes off, and whose noise would otherwise swamp the kernel's."""
         difference = self.difference(j, a, b)
         numel = a.numel()
-        if numel < FRESH_BELOW:
-            return torch.addcmul(b, self.mask(a.shape, a.device, key, j, a.dtype), difference)
+        if numel < FRESH_BELOW or self.fresh:
+            return torch.addcmul(b, _bits(numel, a.device, _generator(a.device, key, j), a.dtype).view(a.shape), difference)
         pool = self._mask_pool(numel, a.device, a.dtype)
         first, _, shift = _pick(key, j, numel)
         from_a = _bit(key, 5000 + j)
@@ -178,6 +199,24 @@ class Pools:
         for numel, device in weights:
             self._weight_pool(numel, torch.device(device))
         self._released = ([], [])
+
+
+_WORD_BITS = 31  # torch.randint's int32 words hold 31 random bits
+_BITS_AT_ONCE = 1 << 22  # elements unpacked at a time: the int32 temporary stays 16 MiB, whatever the tensor
+
+
+def _bits(numel: int, device: torch.device, generator: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+    """numel fair coin flips (0/1 in `dtype`) from the generator, the same in every job that seeds it alike. Unpacked
+    from random words: on a CPU ~10x faster than bernoulli_ (1M flips: 2.4 ms against 24 ms), which is what lets every
+    tensor have MIN_MIXES mixes without a slow set-up, and a small tensor's fresh per-call draw stay cheap."""
+    out = torch.empty(numel, dtype=dtype, device=device)
+    shifts = torch.arange(_WORD_BITS, dtype=torch.int32, device=device)
+    for start in range(0, numel, _BITS_AT_ONCE):
+        stop = min(start + _BITS_AT_ONCE, numel)
+        words = torch.randint(0, 1 << _WORD_BITS, (-(-(stop - start) // _WORD_BITS),), dtype=torch.int32,
+                              device=device, generator=generator)
+        out[start:stop] = words.unsqueeze(1).bitwise_right_shift(shifts).bitwise_and_(1).view(-1)[:stop - start]
+    return out
 
 
 def _roll(flat: torch.Tensor, shift: int) -> torch.Tensor:

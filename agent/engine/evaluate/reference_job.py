@@ -28,7 +28,7 @@ from agent.engine.evaluate.channel import JobEnd
 from agent.engine.evaluate.codec import write_result
 from agent.engine.evaluate.compare import compare_outputs
 from agent.engine.evaluate.jobs import PROBLEM_MODULE, hardware_facts, setup_device, work_estimate
-from agent.engine.evaluate.keyed import Pools, derive, project, projection_bound
+from agent.engine.evaluate.keyed import Pools, derive, few_outputs, project, projection_bound
 from agent.engine.evaluate.loader import exec_module
 from agent.engine.evaluate.memory import CHUNK_BYTES
 from agent.engine.evaluate.parking import Shelf
@@ -132,7 +132,11 @@ class _State:
                 return self.compare(int(command["index"]), command.get("layout"))
             if name == "bases":
                 self.pools = Pools(int(command["pool_seed"]))
-                return self.set_bases() if command.get("variant") is None else self.set_variant_bases(int(command["variant"]))
+                reply = self.set_bases() if command.get("variant") is None else self.set_variant_bases(int(command["variant"]))
+                # Decided here, where the outputs are known; the parent hands it to the candidate's job with the bases
+                # (keyed.FEW_OUTPUTS), and a candidate's job that mixed otherwise only gets its outputs wrong.
+                self.pools.fresh = reply["fresh_mix"] = self.device == "cpu" and few_outputs(self.stand_ins)
+                return reply
             if name == "compile":
                 return self.compile()
             if name == "batch":

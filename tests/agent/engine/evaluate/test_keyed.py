@@ -41,7 +41,17 @@ def test_a_cpu_mix_is_one_rolled_draw_applied_in_place_picking_from_either_base_
         assert torch.equal(got, torch.addcmul(base, draw, a - b, value=sign))
         picked_a.add(from_a)
     assert picked_a == {True, False}, "the key chooses which base set the mask picks from"
-    assert len(pools._masks) == 1 and len(pools._masks[(n, "cpu", torch.float32)]) == keyed.POOL
+    assert len(pools._masks) == 1 and len(pools._masks[(n, "cpu", torch.float32)]) == keyed.pool_size(n)
+
+
+def test_no_tensor_has_so_few_mixes_that_all_could_be_run_ahead_and_looked_up():
+    import agent.engine.evaluate.keyed as keyed
+
+    # The candidate's job knows the pool seed before the timed calls: what it could run ahead is draws x shifts.
+    for numel in (keyed.FRESH_BELOW, 100_000, 1 << 20, 3 << 20, 1 << 24, keyed.PIECE - 1):
+        assert keyed.pool_size(numel) * numel >= keyed.MIN_MIXES, numel
+    assert keyed.pool_size(keyed.FRESH_BELOW) == keyed.POOL_MOST
+    assert keyed.pool_size(1 << 24) == keyed.POOL, "a large tensor keeps the few draws its memory allows"
 
 
 def test_a_projection_tolerates_errors_within_the_tolerance_and_catches_a_few_wrong_elements():
@@ -112,3 +122,25 @@ def test_draws_dropped_at_a_park_are_drawn_again_identically_before_the_next_bat
     assert {**pools._masks, **pools._weights}.keys() == drawn.keys()
     assert all(torch.equal(x, y) for k in drawn for x, y in zip({**pools._masks, **pools._weights}[k], drawn[k]))
     assert torch.equal(pools.mixed(0, a, b, 21), mixed) and torch.equal(project([a], 21, pools), projected)
+
+
+def test_a_problem_with_few_outputs_gets_fresh_cpu_mixes_no_table_of_rolled_draws_can_answer():
+    import agent.engine.evaluate.keyed as keyed
+
+    bases = _bases()
+    a, b = bases[0][0], bases[1][0]
+    assert keyed.few_outputs([torch.zeros(())]) and not keyed.few_outputs([torch.zeros(a.shape[0], 16)])
+    pooled, fresh = Pools(5), Pools(5, fresh=True)
+    first = derive(bases, 11, fresh)[0]
+    assert torch.equal(first, derive(bases, 11, Pools(5, fresh=True))[0]), "alike in both jobs"
+    assert not fresh._masks, "no pool is drawn for a fresh mix"
+    chosen = torch.isclose(first, a, rtol=1e-6, atol=1e-6)
+    assert bool((chosen | torch.isclose(first, b, rtol=1e-6, atol=1e-6)).all()) and 0.4 < chosen.float().mean() < 0.6
+    # Not a rolled pool draw: no shift of any pooled draw gives this mask.
+    derive(bases, 11, pooled)
+    n = a.numel()
+    mask = chosen.view(-1).float()
+    for draw in pooled._masks[(n, "cpu", torch.float32)]:
+        spectrum = torch.fft.irfft(torch.fft.rfft(mask - 0.5) * torch.fft.rfft(draw - 0.5).conj(), n=n)
+        assert float(spectrum.abs().max()) < 0.05 * n / 4, "fresh bits correlate with no roll of any draw"
+
