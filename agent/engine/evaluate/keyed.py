@@ -115,7 +115,7 @@ class Pools:
     def _mask_pool(self, numel: int, device: torch.device, dtype: torch.dtype) -> list[torch.Tensor]:
         pool = self._masks.get((numel, str(device), dtype))
         if pool is None:
-            pool = [_bits(numel, device, _generator(device, self.seed, 7000 + i), dtype) for i in range(pool_size(numel))]
+            pool = [_draw(numel, device, _generator(device, self.seed, 7000 + i), dtype) for i in range(pool_size(numel))]
             self._masks[(numel, str(device), dtype)] = pool
         return pool
 
@@ -217,6 +217,13 @@ def _bits(numel: int, device: torch.device, generator: torch.Generator, dtype: t
                               device=device, generator=generator)
         out[start:stop] = words.unsqueeze(1).bitwise_right_shift(shifts).bitwise_and_(1).view(-1)[:stop - start]
     return out
+
+
+def _draw(numel: int, device: torch.device, generator: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+    """One pool draw: unpacked words on the CPU (_bits), bernoulli_ on a GPU, where it is one fast launch."""
+    if device.type == "cpu":
+        return _bits(numel, device, generator, dtype)
+    return torch.empty(numel, dtype=torch.bool, device=device).bernoulli_(0.5, generator=generator).to(dtype)
 
 
 def _roll(flat: torch.Tensor, shift: int) -> torch.Tensor:
