@@ -1,7 +1,6 @@
 """A problem with few outputs (keyed.FEW_OUTPUTS) through the real engine on the CPU: its timed calls' inputs are fresh
 draws per call in both jobs, so no table of every rolled pool draw's outputs can answer them, and a candidate whose
 job mixes its inputs otherwise is caught by the check of every timed call."""
-from pathlib import Path
 
 import pytest
 
