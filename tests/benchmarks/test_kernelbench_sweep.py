@@ -95,9 +95,10 @@ def test_a_file_the_import_skipped_is_counted_with_the_reason_its_log_gives(tmp_
 
 @pytest.fixture
 def studio(tmp_path):
-    # A 32 MiB device budget: problems of 1 MiB tensors fit it, the one of 16 MiB tensors does not (a capacity verdict).
+    # A 160 MiB device budget: problems of 1 MiB tensors fit it (each job ~80 MiB, most of it the keyed mix's pool
+    # draws: keyed.MIN_MIXES), the one of 16 MiB tensors does not, even one job at a time (a capacity verdict).
     env = processes.studio_env(API_THROTTLE_USER="100000/hour", KSTUDIO_EVAL_ALLOW_ANY_TORCH_OP="true",
-                               KSTUDIO_EVAL_DEVICE_MEMORY_MB="32")
+                               KSTUDIO_EVAL_DEVICE_MEMORY_MB="160")
     url, web = processes.daphne(env, tmp_path / "daphne.log")
     work = processes.worker(env, "sweep", queues="build,gpu", log=tmp_path / "worker.log")
     yield url, env
