@@ -54,14 +54,15 @@ POOL_LARGE = 2
 MIN_MIXES = 1 << 24
 POOL_MOST = 256  # 65536 elements (FRESH_BELOW): 256 draws, 64 MiB of float32 masks on the CPU, 16 MiB of bool on a GPU
 # Where an output is linear in an input (a sum, a matrix-vector product), the outputs of every rolled draw at once are
-# one FFT correlation per draw, not one call per mix: a table of 2*K*n floats per output element on the CPU's one-draw
-# mix (K*(K-1)*n on a GPU's two-draw one, out of reach). Problems with fewer output elements than this in all would
-# make that table affordable (under 2^25 * 8192 * 4 bytes = 1 TiB), so their CPU mixes are fresh draws per call instead.
+# one FFT correlation per draw (or pair of draws), not one call per mix: a table of 2*K*n floats per output element on
+# the CPU's one-draw mix, K*(K-1)*n on the two-draw one (GPUs, integer tensors), at least 2^24 * 3 floats (200 MB) an
+# output element either way. Problems with fewer output elements than this in all would make that table affordable
+# (under 2^25 * 8192 * 4 bytes = 1 TiB), so their mixes are fresh draws per call instead, on every device.
 FEW_OUTPUTS = 8192
 
 
 def few_outputs(outputs: list[Any]) -> bool:
-    """Whether a problem's outputs are few enough that its CPU mixes are drawn fresh per call (FEW_OUTPUTS)."""
+    """Whether a problem's outputs are few enough that its mixes are drawn fresh per call (FEW_OUTPUTS)."""
     return sum(o.numel() for o in outputs if isinstance(o, torch.Tensor)) < FEW_OUTPUTS
 
 
@@ -91,7 +92,7 @@ class Pools:
 
     def __init__(self, seed: int, fresh: bool = False) -> None:
         self.seed = seed
-        self.fresh = fresh  # the CPU's float mixes drawn per call (FEW_OUTPUTS), set alike in both jobs by the parent
+        self.fresh = fresh  # mixes drawn per call (FEW_OUTPUTS), decided by the reference's job, handed to both alike
         self._masks: dict[tuple[Any, ...], list[torch.Tensor]] = {}
         self._weights: dict[tuple[Any, ...], list[torch.Tensor]] = {}
         self._differences: dict[int, torch.Tensor] = {}
@@ -125,10 +126,17 @@ class Pools:
         numel = a.numel()
         if numel < FRESH_BELOW:
             return torch.where(self.mask(a.shape, a.device, key, j), a, b)
-        pool = self._mask_pool(numel, a.device, torch.bool)
-        first, second, shift = _pick(key, j, numel)
         out = torch.empty(a.shape, dtype=a.dtype, device=a.device)
         flat, a_flat, b_flat = out.view(-1), a.reshape(-1), b.reshape(-1)
+        if self.fresh:  # few outputs (FEW_OUTPUTS): a fresh draw per call, a piece at a time from one keyed generator
+            generator = _generator(a.device, key, j)
+            for start in range(0, numel, PIECE):
+                stop = min(start + PIECE, numel)
+                mask = torch.empty(stop - start, dtype=torch.bool, device=a.device).bernoulli_(0.5, generator=generator)
+                torch.where(mask, a_flat[start:stop], b_flat[start:stop], out=flat[start:stop])
+            return out
+        pool = self._mask_pool(numel, a.device, torch.bool)
+        first, second, shift = _pick(key, j, numel)
         for start in range(0, numel, PIECE):
             stop = min(start + PIECE, numel)
             mask = pool[first][start:stop] ^ _rolled(pool[second], shift, start, stop)

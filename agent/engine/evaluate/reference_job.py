@@ -135,7 +135,7 @@ class _State:
                 reply = self.set_bases() if command.get("variant") is None else self.set_variant_bases(int(command["variant"]))
                 # Decided here, where the outputs are known; the parent hands it to the candidate's job with the bases
                 # (keyed.FEW_OUTPUTS), and a candidate's job that mixed otherwise only gets its outputs wrong.
-                self.pools.fresh = reply["fresh_mix"] = self.device == "cpu" and few_outputs(self.stand_ins)
+                self.pools.fresh = reply["fresh_mix"] = few_outputs(self.stand_ins)
                 return reply
             if name == "compile":
                 return self.compile()

@@ -144,3 +144,18 @@ def test_a_problem_with_few_outputs_gets_fresh_cpu_mixes_no_table_of_rolled_draw
         spectrum = torch.fft.irfft(torch.fft.rfft(mask - 0.5) * torch.fft.rfft(draw - 0.5).conj(), n=n)
         assert float(spectrum.abs().max()) < 0.05 * n / 4, "fresh bits correlate with no roll of any draw"
 
+
+def test_a_fresh_two_draw_mix_is_made_piece_by_piece_alike_in_both_jobs_and_draws_no_pool(monkeypatch):
+    import agent.engine.evaluate.keyed as keyed
+
+    monkeypatch.setattr(keyed, "PIECE", 1 << 17)  # the GPU's and integer tensors' mix, in pieces, with a short last one
+    n = 3 * (1 << 17) + 5
+    a, b = torch.arange(n), -torch.arange(n) - 1
+    fresh = Pools(4, fresh=True)
+    got = fresh.mixed(0, a, b, 9)
+    assert torch.equal(got, Pools(4, fresh=True).mixed(0, a, b, 9)) and not fresh._masks
+    from_a = got == a
+    assert bool((from_a | (got == b)).all()) and 0.45 < from_a.float().mean() < 0.55
+    assert not torch.equal(got, fresh.mixed(0, a, b, 10)), "another key, another draw"
+    assert not torch.equal(got, Pools(4).mixed(0, a, b, 9)), "not the pooled mix"
+
