@@ -37,8 +37,9 @@ ROUNDING = 1e-5
 # evaluation, with a keyed roll: K*(K-1)*n combinations are as unpredictable per call as a fresh draw, and cost a
 # few copies instead of a random-number generator (which on a CPU is several times the cost of a small kernel).
 # Floating tensors on the CPU take one of the K draws, rolled, and a keyed choice of which base set the mask picks
-# from: 2*K*n combinations (K from pool_size: at least MIN_MIXES in all), mixed with no copy at all (Pools.mixed_cpu), since there the mix's copies were most of a
-# memory-bound call's time and their noise became the figure's.
+# from: 2*K*n combinations (K from pool_size: at least MIN_MIXES in all), mixed with no copy at all
+# (Pools.mixed_cpu), since there the mix's copies were most of a memory-bound call's time and their noise became the
+# figure's.
 FRESH_BELOW = 1 << 16
 POOL = 4
 # Tensors of PIECE elements or more keep POOL_LARGE draws (still n * POOL_LARGE * (POOL_LARGE - 1) combinations, each
@@ -103,10 +104,7 @@ class Pools:
         the CPU (for a multiply-add: torch.where with a bool mask is ~10x slower there than the kernels it times)."""
         numel = math.prod(shape)
         if numel < FRESH_BELOW:
-            if device.type == "cpu":  # per call, so the cheapest draw: on a GPU bernoulli_ is one launch, not four
-                return _bits(numel, device, _generator(device, key, j), dtype).view(shape)
-            mask = torch.empty(shape, dtype=torch.bool, device=device).bernoulli_(0.5, generator=_generator(device, key, j))
-            return mask if dtype == torch.bool else mask.to(dtype)
+            return _draw(numel, device, _generator(device, key, j), dtype).view(shape)
         pool = self._mask_pool(numel, device, dtype)
         first, second, shift = _pick(key, j, numel)
         if dtype == torch.bool:
@@ -130,17 +128,15 @@ class Pools:
         flat, a_flat, b_flat = out.view(-1), a.reshape(-1), b.reshape(-1)
         if self.fresh:  # few outputs (FEW_OUTPUTS): a fresh draw per call, a piece at a time from one keyed generator
             generator = _generator(a.device, key, j)
-            for start in range(0, numel, PIECE):
-                stop = min(start + PIECE, numel)
-                mask = torch.empty(stop - start, dtype=torch.bool, device=a.device).bernoulli_(0.5, generator=generator)
-                torch.where(mask, a_flat[start:stop], b_flat[start:stop], out=flat[start:stop])
-            return out
-        pool = self._mask_pool(numel, a.device, torch.bool)
-        first, second, shift = _pick(key, j, numel)
+            piece_mask = lambda start, stop: torch.empty(  # noqa: E731
+                stop - start, dtype=torch.bool, device=a.device).bernoulli_(0.5, generator=generator)
+        else:
+            pool = self._mask_pool(numel, a.device, torch.bool)
+            first, second, shift = _pick(key, j, numel)
+            piece_mask = lambda start, stop: pool[first][start:stop] ^ _rolled(pool[second], shift, start, stop)  # noqa: E731
         for start in range(0, numel, PIECE):
             stop = min(start + PIECE, numel)
-            mask = pool[first][start:stop] ^ _rolled(pool[second], shift, start, stop)
-            torch.where(mask, a_flat[start:stop], b_flat[start:stop], out=flat[start:stop])
+            torch.where(piece_mask(start, stop), a_flat[start:stop], b_flat[start:stop], out=flat[start:stop])
         return out
 
     def mixed_cpu(self, j: int, a: torch.Tensor, b: torch.Tensor, key: int) -> torch.Tensor:
@@ -152,7 +148,7 @@ class Pools:
         difference = self.difference(j, a, b)
         numel = a.numel()
         if numel < FRESH_BELOW or self.fresh:
-            return torch.addcmul(b, _bits(numel, a.device, _generator(a.device, key, j), a.dtype).view(a.shape), difference)
+            return torch.addcmul(b, _draw(numel, a.device, _generator(a.device, key, j), a.dtype).view(a.shape), difference)
         pool = self._mask_pool(numel, a.device, a.dtype)
         first, _, shift = _pick(key, j, numel)
         from_a = _bit(key, 5000 + j)
