@@ -5,7 +5,12 @@
 #   latency   benchmarks/turn_latency.py --device cuda --naive
 # Usage on the GPU box: OUT=/some/dir bash benchmarks/gpu_acceptance.sh corpus fidelity
 set -u
-export PYTHONPATH=$PWD KSTUDIO_CACHE_DIR=${KSTUDIO_CACHE_DIR:-/root/kscache}
+PY=${PY:-python3} SITE=${SITE:-/tmp/kstudio-site}
+say() { echo "[gpu_acceptance $(date +%T)] $*"; }
+# The corpus runs under pytest with the studio's conftest (Django, pytest-django): carry .whl (docs/benchmarks.md §16).
+. benchmarks/gpu/box_site.sh
+install_box_site || exit 1
+export PYTHONPATH=$PWD:$PYTHONPATH KSTUDIO_CACHE_DIR=${KSTUDIO_CACHE_DIR:-/root/kscache}
 OUT=${OUT:-/tmp/gpu_acceptance}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv | tee "$OUT/gpu.txt"

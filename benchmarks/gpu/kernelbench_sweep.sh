@@ -45,21 +45,8 @@ say "budget ${BUDGET} s; KernelBench $KB; levels $LEVELS${LIMIT:+, at most $LIMI
 if [ "${SKIP_WHEELS:-0}" = 1 ]; then
   say "SKIP_WHEELS=1: using $PY's own packages"
 else
-  ls .whl/*.whl >/dev/null 2>&1 \
-    || die "no wheels in .whl: build the wheelhouse on the dev box (docs/benchmarks.md §16) and carry .whl"
-  stamp=$(ls .whl | sort | cksum | cut -d' ' -f1)
-  if [ "$(cat "$SITE/.kstudio-wheels" 2>/dev/null)" = "$stamp" ]; then
-    say "wheels already installed in $SITE"
-  else
-    say "installing $(ls .whl/*.whl | wc -l) wheels from .whl into $SITE (no index; no dependencies resolved:" \
-        ".whl holds all that the box lacks)"
-    rm -rf "$SITE"
-    $PY -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-index --no-deps --find-links .whl \
-        --target "$SITE" .whl/*.whl \
-      || die "pip could not install .whl into $SITE"
-    echo "$stamp" > "$SITE/.kstudio-wheels"
-  fi
-  export PYTHONPATH="$SITE"
+  . benchmarks/gpu/box_site.sh
+  install_box_site || die "the wheels in .whl could not be installed (above)"
 fi
 # What the studio imports on this path: the wheels' packages, and those .whl leaves to the box (torch, numpy, httpx,
 # psutil, filelock, tqdm, PyYAML: preinstalled there with transformers, accelerate and huggingface_hub).
