@@ -35,7 +35,6 @@ def _set_up(args: argparse.Namespace) -> tuple[dict, list, object]:
     sys.path.insert(0, str(ROOT))
     import torch
 
-    from agent.engine.evaluate.batch import run_batch
     from agent.engine.evaluate.jobs import setup_device
     from agent.engine.evaluate.keyed import Pools
 
