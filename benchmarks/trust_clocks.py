@@ -43,7 +43,8 @@ def main() -> None:
             started = time.monotonic()
             v = ev.evaluate(source, as_candidate(source))
             t = v.timing
-            row = {"example": path.stem, "status": v.status.value, "flags": v.flag_names(), "seconds": time.monotonic() - started}
+            row = {"example": path.stem, "status": v.status.value, "flags": v.flag_names(), "seconds": time.monotonic() - started,
+                   "phases": {k: round(s, 3) for k, s in (v.seconds or {}).items()}}  # where the evaluation's time went
             if t is not None:
                 row.update(parent_ms=t.candidate_ms, events_ms=t.device_events_ms, eager_ms=t.eager_ms,
                            speedup=t.speedup_vs_eager, interval=t.interval_vs_eager, rounds=t.rounds,
@@ -65,6 +66,10 @@ def main() -> None:
         lo, hi = r["interval"] or (0, 0)
         print(f"| {r['example']} | {r['parent_ms']:.4f} | {events} | {agree} | {r['speedup']:.3f} ({lo:.3f}-{hi:.3f}) | "
               f"{r['rounds']} | {r['verified']} | {r['seconds']:.1f} |")
+    phases = sorted({k for r in rows for k in r["phases"]})
+    if phases:  # the evaluation's seconds by phase (the verdict's own record), medians over the examples
+        print("\nphase medians over the examples (s): " + ", ".join(
+            f"{k} {sorted(r['phases'].get(k, 0.0) for r in rows)[len(rows) // 2]:.2f}" for k in phases))
 
 
 if __name__ == "__main__":

@@ -123,8 +123,14 @@ class Session:
             self.progress("reference", "the reference's job: importing the problem, building the model, drawing inputs")
             out.reference = self._ask_ref(None, self.cfg.reference_limits.wall_seconds)
             out.seconds["reference.setup"] = time.monotonic() - started
-            if self._candidate_ready():
+            # Each phase's wall time, for the record of where an evaluation's seconds go (never evidence of speed).
+            t0 = time.monotonic()
+            ready = self._candidate_ready()
+            out.seconds["candidate.setup"] = time.monotonic() - t0
+            if ready:
+                t0 = time.monotonic()
                 self._checked_calls()
+                out.seconds["checks"] = time.monotonic() - t0
                 if self.cfg.timing and out.failure is None and all(c["passed"] for c in out.comparisons):
                     t0 = time.monotonic()
                     out.measured = Measured()
@@ -146,7 +152,9 @@ class Session:
         except _CandidateFailed:
             pass  # Outcome.failure says how; the reference's job still ends cleanly below
         finally:
+            t0 = time.monotonic()
             self._finish()
+            out.seconds["finish"] = time.monotonic() - t0
         return out
 
     def _candidate_ready(self) -> bool:
@@ -187,9 +195,12 @@ class Session:
         """Measure on the main inputs' bases (variant None: torch.compile is compiled here) or variant k's, with the
         baselines measured on the main inputs (`models`); returns the baselines measured."""
         cfg = self.cfg
+        t0 = time.monotonic()
         pool_seed = secrets.randbits(62)
         bases = self._ask_ref({"cmd": "bases", "pool_seed": pool_seed, "variant": variant})
         self._ask_cand({**bases, "cmd": "bases", "pool_seed": pool_seed})
+        if variant is None:
+            self.outcome.seconds["timing.bases"] = time.monotonic() - t0
         if models is not None:
             return self._measure(m, models)
         models = ["eager"]
@@ -211,9 +222,12 @@ class Session:
         # calls than the reference's job can check in a few of eager's batches.
         target = cfg.target_batch_ms / 1000
         self.progress("warm_up", "warming up and sizing the timed batches (every output checked)")
+        t0 = time.monotonic()
         for name in models:
             m.calls[name] = self._autorange(name, target, m, _MAX_CALLS)
         m.calls["candidate"] = self._autorange("candidate", target, m, _CHECKED_PER_EAGER * m.calls["eager"])
+        if m is self.outcome.measured:
+            self.outcome.seconds["timing.warm_up"] = time.monotonic() - t0
         if m.mismatched_calls:
             return models  # a wrong timed call already decides the verdict: no figure is worth measuring
         probes: list[float] = []
