@@ -101,14 +101,15 @@ def _failure(example: str, reason: str, stderr: str | None, exit_code: int | Non
 
 
 def prebuild(paths: list[Path], device: str, jobs: int) -> float:
-    """Compile every variant the policy will propose for these examples into the shared build cache, `jobs`
-    builds at once, so that the runs after it time turns, not nvcc (a lent GPU box's minutes are short).
-    The sources are the policy's own (same trace, plan and templates); returns the seconds it took."""
+    """Compile every variant the policy will propose for these problems into the shared build cache, `jobs` builds at
+    once, so that the runs after it time turns, not nvcc (a lent GPU box's minutes are short; its 16 cores build in
+    parallel what the runs would build one after the other). The sources are the policy's own (the same trace, plan,
+    variants and templates: policy.make_plan); a problem the policy does not plan, or a variant with nothing to
+    compile (library calls alone), is skipped. Returns the seconds it took."""
     from concurrent.futures import ThreadPoolExecutor
     import tempfile
 
-    from agent.builtin.codegen import candidate_source, variants
-    from agent.builtin.lower import lower
+    from agent.builtin.policy import candidate_source, make_plan, variants
     from agent.builtin.trace import trace_graph
     from agent.engine.evaluate import EvalConfig, Evaluator
 
@@ -117,11 +118,17 @@ def prebuild(paths: list[Path], device: str, jobs: int) -> float:
     files = []
     with Evaluator(EvalConfig(device=device, compile_baseline=False)) as evaluator:
         for path in paths:
-            plan = lower(trace_graph(evaluator, path.read_text()))
+            try:
+                plan = make_plan(trace_graph(evaluator, path.read_text()))
+            except Exception as exc:  # noqa: BLE001 - PolicyError, or a problem that fails to trace: its run says why
+                print(f"prebuild {path.stem}: not planned ({str(exc)[:120]})", file=sys.stderr, flush=True)
+                continue
             for i, variant in enumerate(variants(plan, device)):
-                file = folder / f"{path.stem}_{i}.py"
-                file.write_text(candidate_source(plan, variant, device))
-                files.append(file)
+                source = candidate_source(plan, variant, device)
+                if "load_inline(" in source:
+                    file = folder / f"{path.stem}_{i}.py"
+                    file.write_text(source)
+                    files.append(file)
 
     def build(file: Path) -> str:
         done = subprocess.run([sys.executable, "-m", "agent", "build", str(file), "--device", device, "--json"],
@@ -303,12 +310,19 @@ def kernelbench_problems(root: Path, levels: list[int]) -> list[tuple[int, Path]
 
 
 def run_kernelbench(root: Path, levels: list[int], *, device: str, max_turns: int, timeout: float, state: Path,
-                    seconds: float | None = None) -> list[Result]:
+                    seconds: float | None = None, prebuild_jobs: int = 0, prebuild_window: int = 24) -> list[Result]:
     """The policy on each problem not yet in `state`, appending one line per problem as it ends; returns every line
-    of the state (the earlier passes' too). Starts no problem once `seconds` have passed (but always one per pass)."""
+    of the state (the earlier passes' too). Starts no problem once `seconds` have passed (but always one per pass).
+    `prebuild_jobs`: first compile the variants of the next `prebuild_window` problems without a line, that many
+    builds at once (prebuild)."""
     done = read_state(state)
     seen = {(r["level"], r["problem"]) for r in done}
     started, ran = time.monotonic(), 0
+    if prebuild_jobs:
+        pending = [path for level, path in kernelbench_problems(root, levels) if (level, path.stem) not in seen]
+        took = prebuild(pending[:prebuild_window], device, prebuild_jobs)
+        print(f"prebuilt the variants of the next {min(len(pending), prebuild_window)} problems in {took:.1f} s",
+              file=sys.stderr, flush=True)
     for level, path in kernelbench_problems(root, levels):
         if (level, path.stem) in seen:
             continue
@@ -385,11 +399,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state", type=Path, default=Path("var/builtin_kernelbench.jsonl"),
                         help="with --run: one JSON line per finished problem; a rerun skips them")
     parser.add_argument("--seconds", type=float, default=None, help="with --run: start no problem after this many seconds")
+    parser.add_argument("--prebuild-window", type=int, default=24, metavar="N",
+                        help="with --run and --prebuild: prebuild the variants of the next N problems without a state line")
     args = parser.parse_args(argv)
     if args.kernelbench is not None and args.run:
         args.state.parent.mkdir(parents=True, exist_ok=True)
         lines = run_kernelbench(args.kernelbench, [int(x) for x in args.levels.split(",") if x.strip()], device=args.device,
-                                max_turns=args.max_turns, timeout=args.timeout, state=args.state, seconds=args.seconds)
+                                max_turns=args.max_turns, timeout=args.timeout, state=args.state, seconds=args.seconds,
+                                prebuild_jobs=args.prebuild, prebuild_window=args.prebuild_window)
         report = run_markdown(lines, machine(args.device))
         if args.out:
             args.out.write_text(report)

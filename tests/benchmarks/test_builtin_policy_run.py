@@ -16,14 +16,20 @@ PROBLEMS = {"1_Sum_over_rows.py": "    def forward(self, x):\n        return x.s
             "2_Sort.py": "    def forward(self, x):\n        return torch.sort(x, dim=-1).values\n"}
 
 
-def test_it_runs_each_problem_once_resumes_from_its_state_and_reports_over_the_planned(tmp_path: Path) -> None:
+def test_it_runs_each_problem_once_resumes_from_its_state_and_reports_over_the_planned(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "KernelBench" / "level1"
     folder.mkdir(parents=True)
     for name, body in PROBLEMS.items():
         (folder / name).write_text(HEADER + body + TAIL)
     state = tmp_path / "state.jsonl"
     # A budget of no seconds still runs the first problem (nothing is started past it), then stops.
-    first = run_kernelbench(tmp_path, [1], device="cpu", max_turns=2, timeout=600, state=state, seconds=0)
+    # With a prebuild of the problems without a line first: the policy's own variants, built before any run.
+    first = run_kernelbench(tmp_path, [1], device="cpu", max_turns=2, timeout=600, state=state, seconds=0,
+                            prebuild_jobs=2)
+    log = capsys.readouterr().err
+    assert "prebuild 1_Sum_over_rows_0: built" in log and "prebuild 2_Sort: not planned" in log, log
+    assert "prebuilt the variants of the next 2 problems" in log, log
     assert [line["problem"] for line in first] == ["1_Sum_over_rows"]
     summed = first[0]
     assert summed["planned"] and summed["accepted"] and summed["verdict"] == "accepted", summed
