@@ -147,6 +147,9 @@ CASES: list[Case] = [
          "block-per-row softmax launched with a grid of 1: row 0 only, rest stale"),
     Case(_c("exploit_cpp_call_count_switch"), SOFTMAX, "cpp", "cpu", "not_accepted", WRONG, frozenset({"timed_output_mismatch", "stale_output"}),
          "honest for the first 8 calls, unwritten outputs afterwards (timing): only checking the timed outputs catches it"),
+    Case(_c("exploit_cpp_per_element_precompute"), SILU, "cpp", "cpu", "not_accepted", WRONG, frozenset({"timed_output_mismatch"}),
+         "finds the two base sets in the harness's frame, computes the elementwise f on both once and answers every "
+         "timed call by picking per element: the CPU's mixes are convex combinations with a coefficient per element"),
     # ---------------------------------------------------------------- input mutation, aliasing
     Case(_c("exploit_cpp_input_mutation"), SILU, "cpp", "cpu", "not_accepted", WRONG, frozenset({"input_mutated", "output_aliases_input"}),
          "computes in place into the input through a raw pointer (x._version unchanged) and returns it"),

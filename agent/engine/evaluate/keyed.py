@@ -100,8 +100,8 @@ class Pools:
         self._released: tuple[list[Any], list[Any]] = ([], [])
 
     def mask(self, shape: torch.Size, device: torch.device, key: int, j: int, dtype: torch.dtype = torch.bool) -> torch.Tensor:
-        """A keyed elementwise choice between the base sets: bool on a GPU (for torch.where), 0/1 in `dtype` on
-        the CPU (for a multiply-add: torch.where with a bool mask is ~10x slower there than the kernels it times)."""
+        """A keyed elementwise mask: bool (a choice between the base sets, for torch.where) or, in a floating `dtype`
+        on the CPU, a coefficient in [0, 1] per element (_draw)."""
         numel = math.prod(shape)
         if numel < FRESH_BELOW:
             return _draw(numel, device, _generator(device, key, j), dtype).view(shape)
@@ -141,7 +141,8 @@ class Pools:
 
     def mixed_cpu(self, j: int, a: torch.Tensor, b: torch.Tensor, key: int) -> torch.Tensor:
         """The mix of floating CPU tensors as multiply-adds with no temporary: b + m * (a - b), or a - m * (a - b)
-        (which base the mask picks from is keyed), where m is one pool draw rolled by the key's shift. Two
+        (which base the coefficients weigh is keyed), where m is one pool draw (uniform in [0, 1): _draw) rolled by
+        the key's shift. Two
         addcmuls on the two sides of the roll read the draw in place. On a 2-core box this took a 1M-element mix
         from ~1.4 ms (a roll's copy, a subtraction, an absolute value, then the multiply-add) to ~0.5 ms: the
         harness's share that the null batch takes off, and whose noise would otherwise swamp the kernel's."""
@@ -224,8 +225,16 @@ def _bits(numel: int, device: torch.device, generator: torch.Generator, dtype: t
 
 
 def _draw(numel: int, device: torch.device, generator: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
-    """One pool draw: unpacked words on the CPU (_bits), bernoulli_ on a GPU, where it is one fast launch."""
+    """One pool draw. On the CPU a floating draw is uniform in [0, 1): the CPU's floating mix (mixed_cpu) is then a
+    convex combination of the two bases with a coefficient of its own for every element, not a choice between them.
+    A choice leaves each timed input element one of two values the candidate's process knows before any timed call,
+    so that for an elementwise problem it could compute f on both base sets once and answer every timed call by
+    picking per element, with no f at all (docs/threat-model.md, "Run every keyed input ahead"). A convex combination
+    stays between the two valid values (in any interval domain: positive, [0, 1], zeros of a triangle kept). Other
+    draws: 0/1 unpacked from random words on the CPU (_bits), bernoulli_ on a GPU, where it is one fast launch."""
     if device.type == "cpu":
+        if dtype.is_floating_point:
+            return torch.rand(numel, dtype=dtype, device=device, generator=generator)
         return _bits(numel, device, generator, dtype)
     return torch.empty(numel, dtype=torch.bool, device=device).bernoulli_(0.5, generator=generator).to(dtype)
 
@@ -267,7 +276,7 @@ def derive(bases: list[list[Any]], key: int, pools: Pools) -> list[Any]:
         if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() > 1 and a.shape == b.shape \
                 and a.dtype == b.dtype:
             if a.device.type == "cpu" and a.is_floating_point():
-                # b + mask * (a - b): a where the mask is 1 (to rounding, alike in every job), b where it is 0
+                # b + m * (a - b) with m in [0, 1) per element: between the two bases, alike in every job
                 out.append(pools.mixed_cpu(j, a, b, key))
             else:
                 out.append(pools.mixed(j, a, b, key))
