@@ -142,10 +142,10 @@ class Pools:
     def mixed_cpu(self, j: int, a: torch.Tensor, b: torch.Tensor, key: int) -> torch.Tensor:
         """The mix of floating CPU tensors as multiply-adds with no temporary: b + m * (a - b), or a - m * (a - b)
         (which base the coefficients weigh is keyed), where m is one pool draw (uniform in [0, 1): _draw) rolled by
-        the key's shift. Two
-        addcmuls on the two sides of the roll read the draw in place. On a 2-core box this took a 1M-element mix
-        from ~1.4 ms (a roll's copy, a subtraction, an absolute value, then the multiply-add) to ~0.5 ms: the
-        harness's share that the null batch takes off, and whose noise would otherwise swamp the kernel's."""
+        the key's shift. Two addcmuls on the two sides of the roll read the draw in place. On a 2-core box this took
+        a 1M-element mix from ~1.4 ms (a roll's copy, a subtraction, an absolute value, then the multiply-add) to
+        ~0.5 ms: the harness's share that the null batch takes off, and whose noise would otherwise swamp the
+        kernel's."""
         difference = self.difference(j, a, b)
         numel = a.numel()
         if numel < FRESH_BELOW or self.fresh:
