@@ -99,17 +99,15 @@ class Pools:
         self._differences: dict[int, torch.Tensor] = {}
         self._released: tuple[list[Any], list[Any]] = ([], [])
 
-    def mask(self, shape: torch.Size, device: torch.device, key: int, j: int, dtype: torch.dtype = torch.bool) -> torch.Tensor:
-        """A keyed elementwise mask: bool (a choice between the base sets, for torch.where) or, in a floating `dtype`
-        on the CPU, a coefficient in [0, 1] per element (_draw)."""
+    def mask(self, shape: torch.Size, device: torch.device, key: int, j: int) -> torch.Tensor:
+        """A keyed elementwise choice between the base sets (bool, for torch.where): the mix of GPU and integer
+        tensors. The CPU's floating mix weighs the bases instead (mixed_cpu)."""
         numel = math.prod(shape)
         if numel < FRESH_BELOW:
-            return _draw(numel, device, _generator(device, key, j), dtype).view(shape)
-        pool = self._mask_pool(numel, device, dtype)
+            return _draw(numel, device, _generator(device, key, j), torch.bool).view(shape)
+        pool = self._mask_pool(numel, device, torch.bool)
         first, second, shift = _pick(key, j, numel)
-        if dtype == torch.bool:
-            return (pool[first] ^ _roll(pool[second], shift)).view(shape)
-        return pool[first].sub(_roll(pool[second], shift)).abs_().view(shape)
+        return (pool[first] ^ _roll(pool[second], shift)).view(shape)
 
     def _mask_pool(self, numel: int, device: torch.device, dtype: torch.dtype) -> list[torch.Tensor]:
         pool = self._masks.get((numel, str(device), dtype))
