@@ -26,13 +26,44 @@ def as_candidate(problem_source: str) -> str:
     return problem_source + "\n\nclass ModelNew(Model):\n    pass\n"
 
 
+def _traced(path: Path) -> dict[str, str]:
+    """Record every batch the parent times, wrapping the session's two batch methods (this process is the parent: our
+    own code). Where the two clocks part, this shows which batch's wall time and device time differ."""
+    from agent.engine.evaluate.session import Session
+
+    state = {"example": ""}
+    out = path.open("w")
+    reference_batch, candidate_batch = Session._reference_batch, Session._run_candidate_batch
+
+    def write(kind: str, n: int, seconds: float, events: float | None) -> None:
+        out.write(json.dumps({"example": state["example"], "batch": kind, "calls": n, "seconds": seconds,
+                              "events_ms": events}) + "\n")
+        out.flush()
+
+    def ref(self, model, keys, events=False):
+        got = reference_batch(self, model, keys, events)
+        write(model, len(keys), got[0], got[2])
+        return got
+
+    def cand(self, keys):
+        seconds, reply = candidate_batch(self, keys)
+        write("candidate", len(keys), seconds, reply.get("events_ms") if isinstance(reply, dict) else None)
+        return seconds, reply
+
+    Session._reference_batch, Session._run_candidate_batch = ref, cand
+    return state
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--only", default="")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--compile", action="store_true", help="also time torch.compile")
+    parser.add_argument("--trace", type=Path, default=None,
+                        help="write every timed batch (which, calls, parent seconds, device events ms) as JSON lines")
     args = parser.parse_args()
+    trace = _traced(args.trace) if args.trace else None
     names = [n for n in args.only.split(",") if n]
     paths = sorted(p for p in (ROOT / "examples").glob("*.py") if not names or p.stem in names)
     rows = []
@@ -41,6 +72,8 @@ def main() -> None:
         for path in paths:
             source = path.read_text()
             started = time.monotonic()
+            if trace is not None:
+                trace["example"] = path.stem
             v = ev.evaluate(source, as_candidate(source))
             t = v.timing
             row = {"example": path.stem, "status": v.status.value, "flags": v.flag_names(), "seconds": time.monotonic() - started,

@@ -150,6 +150,8 @@ CASES: list[Case] = [
     Case(_c("exploit_cpp_per_element_precompute"), SILU, "cpp", "cpu", "not_accepted", WRONG, frozenset({"timed_output_mismatch"}),
          "finds the two base sets in the harness's frame, computes the elementwise f on both once and answers every "
          "timed call by picking per element: the CPU's mixes are convex combinations with a coefficient per element"),
+    Case(_c("exploit_cuda_per_element_precompute"), SILU, "cuda", "cuda", "not_accepted", WRONG, frozenset({"timed_output_mismatch"}),
+         "the same on a GPU: the GPU's floating mixes are convex combinations with a fresh coefficient per element"),
     # ---------------------------------------------------------------- input mutation, aliasing
     Case(_c("exploit_cpp_input_mutation"), SILU, "cpp", "cpu", "not_accepted", WRONG, frozenset({"input_mutated", "output_aliases_input"}),
          "computes in place into the input through a raw pointer (x._version unchanged) and returns it"),

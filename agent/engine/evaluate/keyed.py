@@ -1,11 +1,12 @@
 """Timed calls' inputs and their outputs' check, both keyed by a number the parent draws as the batch starts.
 
 Every timed call gets inputs no process could know before its batch began: each floating (and integer)
-tensor is an elementwise mix of two of the problem's own input sets, chosen by a mask drawn from the
-call's key (`derive`). The values stay in the problem's distribution, every call differs from every other
-in about half of every tensor's elements, and the mask has as many random bits as the tensor has elements,
-so no result can be prepared for it, whether cached by pointer, by sampled fingerprint or by structure (a
-product of a mixed matrix is a full product again).
+tensor is an elementwise mix of two of the problem's own input sets, drawn from the call's key (`derive`):
+floating tensors a convex combination with a coefficient per element (on a GPU drawn fresh for the call, on the
+CPU a keyed roll of pooled draws), integer tensors a keyed choice per element. The values stay between two valid
+inputs, every call differs from every other in (nearly) every element, and the draw has as many random values as
+the tensor has elements, so no result can be prepared for it, whether cached by pointer, by sampled fingerprint,
+by structure (a product of a mixed matrix is a full product again) or element by element.
 
 Every timed call's outputs are checked without moving them: each output is reduced to one keyed projection,
 the dot product with Gaussian weights drawn from the same key (`project`). The reference's job computes the
@@ -33,7 +34,8 @@ SIGMAS = 6.0
 ROUNDING = 1e-5
 
 
-# Tensors up to this size get a fresh draw per call; larger ones combine two of POOL draws made once per
+# GPU floating tensors get a fresh draw per call whatever their size (_lerped: one Philox launch per piece). Otherwise
+# tensors up to this size get a fresh draw per call; larger ones combine two of POOL draws made once per
 # evaluation, with a keyed roll: K*(K-1)*n combinations are as unpredictable per call as a fresh draw, and cost a
 # few copies instead of a random-number generator (which on a CPU is several times the cost of a small kernel).
 # Floating tensors on the CPU take one of the K draws, rolled, and a keyed choice of which base set the mask picks
@@ -100,8 +102,8 @@ class Pools:
         self._released: tuple[list[Any], list[Any]] = ([], [])
 
     def mask(self, shape: torch.Size, device: torch.device, key: int, j: int) -> torch.Tensor:
-        """A keyed elementwise choice between the base sets (bool, for torch.where): the mix of GPU and integer
-        tensors. The CPU's floating mix weighs the bases instead (mixed_cpu)."""
+        """A keyed elementwise choice between the base sets (bool, for torch.where): the mix of integer (and other
+        non-floating) tensors. Floating ones are weighed instead (mixed_cpu on the CPU, _lerped on a GPU)."""
         numel = math.prod(shape)
         if numel < FRESH_BELOW:
             return _draw(numel, device, _generator(device, key, j), torch.bool).view(shape)
@@ -117,8 +119,11 @@ class Pools:
         return pool
 
     def mixed(self, j: int, a: torch.Tensor, b: torch.Tensor, key: int) -> torch.Tensor:
-        """torch.where(mask, a, b) with the keyed mask (bool), made PIECE elements at a time: no mask or roll of the
-        whole tensor is ever made."""
+        """The mix of GPU tensors and of integer tensors anywhere. Floating ones: a convex combination with a coefficient
+        per element drawn fresh for the call (_lerped). Others: torch.where(mask, a, b) with the keyed mask (bool), made
+        PIECE elements at a time: no mask or roll of the whole tensor is ever made."""
+        if a.is_floating_point():
+            return _lerped(a, b, _generator(a.device, key, j))
         numel = a.numel()
         if numel < FRESH_BELOW:
             return torch.where(self.mask(a.shape, a.device, key, j), a, b)
@@ -237,6 +242,25 @@ def _draw(numel: int, device: torch.device, generator: torch.Generator, dtype: t
     return torch.empty(numel, dtype=torch.bool, device=device).bernoulli_(0.5, generator=generator).to(dtype)
 
 
+def _lerped(a: torch.Tensor, b: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """a + u * (b - a) with u uniform in [0, 1), a coefficient of its own per element drawn for this call from the
+    keyed generator, PIECE elements at a time (one piece of draws is the only temporary). The GPU's floating mix: a
+    choice between the bases would leave every timed element one of two values the candidate's job knows ahead, so
+    that an elementwise f could be computed on both bases once and each call answered by picking (docs/threat-model.md,
+    "Pick each element's answer from two computed ahead"); fresh per call, there is no pool to run ahead either. On a
+    GPU the draw is one Philox launch that writes the piece, and lerp reads three tensors and writes one: about a
+    quarter more traffic than the bool choice it replaces, and no pool in device memory. Alike in every job that
+    draws with the same key (the same kernels on the same device)."""
+    out = torch.empty(a.shape, dtype=a.dtype, device=a.device)
+    flat, a_flat, b_flat = out.view(-1), a.reshape(-1), b.reshape(-1)
+    numel = flat.numel()
+    for start in range(0, numel, PIECE):
+        stop = min(start + PIECE, numel)
+        weight = torch.rand(stop - start, generator=generator, device=a.device, dtype=a.dtype)
+        torch.lerp(a_flat[start:stop], b_flat[start:stop], weight, out=flat[start:stop])
+    return out
+
+
 def _roll(flat: torch.Tensor, shift: int) -> torch.Tensor:
     """flat.roll(shift) of a 1-D tensor as one copy of two slices (torch.roll is ~40x slower on a CPU)."""
     return torch.cat([flat[-shift:], flat[:-shift]]) if shift else flat
@@ -267,7 +291,7 @@ def _pick(key: int, salt: int, numel: int) -> tuple[int, int, int]:
 
 def derive(bases: list[list[Any]], key: int, pools: Pools) -> list[Any]:
     """Inputs for one timed call: every tensor of more than one element is mixed elementwise from the two
-    base sets by a mask chosen by `key`; anything else is the first set's."""
+    base sets by draws keyed by `key` (floating: weighed, others: chosen); anything else is the first set's."""
     first, second = bases[0], bases[-1]
     out: list[Any] = []
     for j, (a, b) in enumerate(zip(first, second)):

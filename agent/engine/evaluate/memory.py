@@ -133,11 +133,13 @@ def reference_peak(fp: Footprint, device: str) -> int:
 
 
 def _masks(fp: Footprint, device: str) -> int:
-    """The keyed mix's draws (keyed.Pools): on a GPU pool_size bool draws per element, mixed a piece at a time; on the
-    CPU the draws are of the inputs' own dtype, and a mix keeps a difference and makes no temporary (mixed_cpu)."""
+    """The keyed mix's draws (keyed.Pools): on a GPU pool_size bool draws per element for integer inputs (counted for
+    every input: the footprint does not tell them apart), mixed a piece at a time, and a piece of fresh coefficients
+    (up to float64) for floating ones (keyed._lerped); on the CPU the draws are of the inputs' own dtype, and a mix
+    keeps a difference and makes no temporary (mixed_cpu)."""
     draws = keyed.pool_size(fp.input_elements)
     if device == "cuda":
-        return draws * fp.input_elements + 2 * min(fp.input_elements, keyed.PIECE)
+        return draws * fp.input_elements + 10 * min(fp.input_elements, keyed.PIECE)
     return (draws + 1) * fp.input_bytes
 
 

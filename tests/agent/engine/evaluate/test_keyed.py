@@ -92,11 +92,12 @@ def test_large_tensors_are_mixed_and_projected_in_pieces_exactly_as_whole(monkey
     monkeypatch.setattr(keyed, "PIECE", 1 << 17)  # tensors of 2^17 elements or more: two draws, pieces of 2^17
     n = 3 * (1 << 17) + 5  # the last piece is short, and some pieces wrap around the roll
     g = torch.Generator().manual_seed(2)
-    a, b = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    a = torch.randn(n, generator=g)
+    ints_a, ints_b = torch.randint(0, 1000, (n,), generator=g), torch.randint(0, 1000, (n,), generator=g)
     pools = Pools(4)
     for key in (1, 2, 3):
-        whole = torch.where(pools.mask(a.shape, a.device, key, 0), a, b)
-        assert torch.equal(pools.mixed(0, a, b, key), whole)
+        whole = torch.where(pools.mask(a.shape, a.device, key, 0), ints_a, ints_b)  # integers: a keyed choice
+        assert torch.equal(pools.mixed(0, ints_a, ints_b, key), whole)
         projected = project([a], key, pools)[0]  # draws the weight pool
         _, _, shift = keyed._pick(key, 1000, n)
         weights = keyed._roll(pools._weights[(n, "cpu")][0], shift)  # the whole rolled draw (the only one), at once
@@ -118,8 +119,9 @@ def test_draws_dropped_at_a_park_are_drawn_again_identically_before_the_next_bat
     n = 2 * (1 << 17)
     g = torch.Generator().manual_seed(3)
     a, b = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    a, b = a.to(torch.int64), b.to(torch.int64)  # integers: the pooled choice (floating tensors draw no pool)
     pools = Pools(6)
-    mixed, projected = pools.mixed(0, a, b, 21), project([a], 21, pools)
+    mixed, projected = pools.mixed(0, a, b, 21), project([a.float()], 21, pools)
     drawn = {k: [t.clone() for t in v] for k, v in (*pools._masks.items(), *pools._weights.items())}
     pools.release()
     assert not pools._masks and not pools._weights, "parked: no draw is held"
@@ -127,7 +129,7 @@ def test_draws_dropped_at_a_park_are_drawn_again_identically_before_the_next_bat
     # Drawn again before any call needs them (a batch after a park pays for nothing the others do not), and the same.
     assert {**pools._masks, **pools._weights}.keys() == drawn.keys()
     assert all(torch.equal(x, y) for k in drawn for x, y in zip({**pools._masks, **pools._weights}[k], drawn[k]))
-    assert torch.equal(pools.mixed(0, a, b, 21), mixed) and torch.equal(project([a], 21, pools), projected)
+    assert torch.equal(pools.mixed(0, a, b, 21), mixed) and torch.equal(project([a.float()], 21, pools), projected)
 
 
 def test_a_problem_with_few_outputs_gets_fresh_cpu_mixes_no_table_of_rolled_draws_can_answer():
@@ -168,3 +170,29 @@ def test_a_fresh_two_draw_mix_is_made_piece_by_piece_alike_in_both_jobs_and_draw
     assert not torch.equal(got, fresh.mixed(0, a, b, 10)), "another key, another draw"
     assert not torch.equal(got, Pools(4).mixed(0, a, b, 9)), "not the pooled mix"
 
+
+
+def test_the_gpus_floating_mix_weighs_each_element_afresh_so_no_answer_computed_on_the_bases_can_be_picked(monkeypatch):
+    import agent.engine.evaluate.keyed as keyed
+
+    # Pools.mixed is the GPU's path for floating tensors (derive sends the CPU's to mixed_cpu); its torch ops run
+    # alike on the CPU, so its properties are checked here, and on the H100 by the corpus's
+    # exploit_cuda_per_element_precompute.
+    monkeypatch.setattr(keyed, "PIECE", 1 << 15)  # in pieces, with a short last one
+    n = 3 * (1 << 15) + 7
+    g = torch.Generator().manual_seed(8)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        a, b = torch.randn(n, generator=g).to(dtype), torch.randn(n, generator=g).to(dtype)
+        a[:10] = b[:10]  # where the bases agree (a triangle's zeros), the mix keeps the value
+        pools = Pools(4)
+        got = pools.mixed(0, a, b, 9)
+        assert got.dtype == dtype and torch.equal(got, Pools(99).mixed(0, a, b, 9)), "alike in both jobs: the key decides"
+        assert not pools._masks, "no pool: drawn per call"
+        assert torch.equal(got[:10], a[:10])
+        low, high = torch.minimum(a, b), torch.maximum(a, b)
+        assert bool(((got >= low) & (got <= high)).all()), "between the two valid inputs"
+        apart = (a - b).abs() > 0.5
+        # None of the elements is either base's value: a table of f on the two bases answers none of them.
+        assert float(((got == a) | (got == b))[apart].float().mean()) < 0.02
+        again = pools.mixed(0, a, b, 10)
+        assert float((again != got)[apart].float().mean()) > 0.98, "another key, other coefficients"
