@@ -8,6 +8,7 @@ dumpable), and does what the parent asks, one command at a time (session.py):
   compare {index, layout}   the reference's outputs for that call against the candidate's (outputs file)
   bases              the two input sets every timed batch mixes (keyed.py)
   compile            torch.compile the model and warm it up
+  ping {probe}       awake, and (probe, on a GPU) the time of a fixed device spin just before a timed batch
   batch {model, keys}  a timed batch of eager, compiled or null calls (null: only the keyed inputs and
                      projections, the harness's own share of every batch, which the parent takes off)
   verify {keys}      the reference's projection of each key's outputs and the bound a candidate's must meet
@@ -123,7 +124,13 @@ class _State:
             return parked
         with torch.no_grad():
             if name == "ping":
-                return ping(self.device)
+                reply = ping(self.device)
+                if command.get("probe") and self.device == "cuda":
+                    # Here, not in the batch: the parent's clock times the batch command alone, and a probe inside it
+                    # would be a share of the reference's batches (the null batch's too) that the candidate's batches
+                    # never have, taken off the candidate's time (docs/benchmarks.md §15, session 17).
+                    reply["probe_ms"] = self._probe()
+                return reply
             if name == "weights":
                 return self.weights()
             if name == "inputs":
@@ -255,11 +262,7 @@ class _State:
             fn = lambda *args: stand_ins  # noqa: E731 - the harness's share of a batch, without the call
         else:
             fn = self.compiled if model == "compile" else self.model
-        probe = self._probe() if self.device == "cuda" else None
-        reply = run_batch(fn, self.bases, keys, self.device, self.pools)
-        if probe is not None:
-            reply["probe_ms"] = probe
-        return reply
+        return run_batch(fn, self.bases, keys, self.device, self.pools)
 
     def _probe(self) -> float:
         from agent.engine.evaluate.timing import busy_cycles

@@ -345,12 +345,14 @@ class Session:
         try:
             if back_from_park:  # as for the candidate's (_run_candidate_batch): the allocator's first growth, untimed
                 self.ref.ask({"cmd": "batch", "model": model, "keys": _keys(1)}, self._batch_seconds(1, reference=True))
-            self.ref.ask({"cmd": "ping"}, 60.0)  # woken, and its GPU context current, like every timed job
+            # Woken, its GPU context current, like every timed job; and the device probe, outside the batch's time: the
+            # candidate's batches have no probe, so one inside the null batch would be taken off the candidate's time.
+            pong = self.ref.ask({"cmd": "ping", "probe": True}, 60.0)
             began = self.ref.send({"cmd": "batch", "model": model, "keys": keys})
             reply, ended = self.ref.receive(self._batch_seconds(len(keys), reference=True))
         except ChannelError as exc:
             raise ProblemFailed(f"the reference's {model} batch failed: {exc}") from exc
-        probe, ms = reply.get("probe_ms"), reply.get("events_ms")
+        probe, ms = pong.get("probe_ms"), reply.get("events_ms")
         return (ended - began, float(probe) if isinstance(probe, (int, float)) else None,
                 float(ms) if isinstance(ms, (int, float)) else float("nan"))
 
