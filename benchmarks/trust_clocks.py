@@ -6,7 +6,7 @@ reports CUDA events around each batch, less the null batches' share. On calls lo
 busy the two should agree within 2%. Also prints the speedup vs eager (about 1.0x: the same code) and its
 interval, and how long each evaluation took.
 
-Usage: python benchmarks/trust_clocks.py [--device cuda] [--only a,b] [--json out.json]
+Usage: python benchmarks/trust_clocks.py [--device cuda] [--only a,b] [--json out.json] [--batch-ms 50] [--trace t.jsonl]
 """
 from __future__ import annotations
 
@@ -60,6 +60,7 @@ def main() -> None:
     parser.add_argument("--only", default="")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--compile", action="store_true", help="also time torch.compile")
+    parser.add_argument("--batch-ms", type=float, default=None, help="timed batches' length (EvalConfig.batch_ms)")
     parser.add_argument("--trace", type=Path, default=None,
                         help="write every timed batch (which, calls, parent seconds, device events ms) as JSON lines")
     args = parser.parse_args()
@@ -67,7 +68,8 @@ def main() -> None:
     names = [n for n in args.only.split(",") if n]
     paths = sorted(p for p in (ROOT / "examples").glob("*.py") if not names or p.stem in names)
     rows = []
-    config = EvalConfig(device=args.device, compile_baseline=args.compile, backend="cuda" if args.device == "cuda" else "cpp")
+    config = EvalConfig(device=args.device, compile_baseline=args.compile, backend="cuda" if args.device == "cuda" else "cpp",
+                        batch_ms=args.batch_ms)
     with Evaluator(config) as ev:
         for path in paths:
             source = path.read_text()
