@@ -56,8 +56,9 @@ class EvalConfig:
         "help": "How wide (relative to the median) the speedup's 90% interval may be; a wider one is re-measured with more "
                 "rounds, and flagged noisy_timing if it stays so (never a headline)."})
     batch_ms: float | None = field(default=None, metadata={
-        "help": "Length of each timed batch on the parent's clock; None: 20 ms on a GPU, 50 ms on the CPU, so that the pipe's"
-                " round trip stays under 1% of it."})
+        "help": "Length of each timed batch on the parent's clock; None: 50 ms, so that the pipe's round trip and each job's "
+                "fixed cost per batch stay small beside it (on the H100 20 ms batches left identical code at 0.87-1.02x, "
+                "50 ms ones at 0.96-1.05x: docs/benchmarks.md §15)."})
     timing_seconds: float = field(default=120.0, metadata={
         "help": "Time the rounds may take in all; a timing cut short is flagged noisy_timing."})
     threads: int = field(default=1, metadata={
@@ -103,7 +104,7 @@ class EvalConfig:
 
     @property
     def target_batch_ms(self) -> float:
-        return self.batch_ms if self.batch_ms is not None else (20.0 if self.device == "cuda" else 50.0)
+        return self.batch_ms if self.batch_ms is not None else 50.0
 
     def allowed_compute_ops(self) -> frozenset[str]:
         if self.allow_any_torch_op:
