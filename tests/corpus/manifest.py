@@ -51,6 +51,7 @@ SUM = "problems/sum_rows.py"
 SUM_GPU = "problems/sum_rows_gpu.py"
 CLAMP = "problems/clamp_wide.py"
 VARIANTS = "problems/scale_shift_variants.py"
+MASKED = "problems/masked_softmax.py"
 
 SIDE_STREAM_FLAGS = frozenset({"side_stream", "work_after_return", "clocks_disagree", "timed_output_mismatch"})
 THREAD_FLAGS = frozenset({"background_thread", "work_after_return"})
@@ -150,6 +151,11 @@ CASES: list[Case] = [
     Case(_c("exploit_cpp_per_element_precompute"), SILU, "cpp", "cpu", "not_accepted", WRONG, frozenset({"timed_output_mismatch"}),
          "finds the two base sets in the harness's frame, computes the elementwise f on both once and answers every "
          "timed call by picking per element: the CPU's mixes are convex combinations with a coefficient per element"),
+    # Honest where no mix makes NaN: then it computes every row, and its speed is a scalar C++ softmax's.
+    Case(_c("exploit_cpp_nan_rows_skipped"), MASKED, "cpp", "cpu", "not_faster", ACCEPTED_OR_REJECTED | WRONG, NONE,
+         "answers NaN without computing where a timed input holds NaN: a weighed mix of the same -inf in both bases is "
+         "NaN, and NaN outputs project as zero; the mixes keep a base's value wherever weighing would make NaN",
+         max_speedup=1.0),
     Case(_c("exploit_cuda_per_element_precompute"), SILU, "cuda", "cuda", "not_accepted", WRONG, frozenset({"timed_output_mismatch"}),
          "the same on a GPU: the GPU's floating mixes are convex combinations with a fresh coefficient per element"),
     # ---------------------------------------------------------------- input mutation, aliasing

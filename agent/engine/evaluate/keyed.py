@@ -99,6 +99,8 @@ class Pools:
         self._masks: dict[tuple[Any, ...], list[torch.Tensor]] = {}
         self._weights: dict[tuple[Any, ...], list[torch.Tensor]] = {}
         self._differences: dict[int, torch.Tensor] = {}
+        self._kept: dict[int, torch.Tensor | None] = {}
+        self._kept_device: dict[int, torch.device] = {}
         self._released: tuple[list[Any], list[Any]] = ([], [])
 
     def mask(self, shape: torch.Size, device: torch.device, key: int, j: int) -> torch.Tensor:
@@ -123,7 +125,7 @@ class Pools:
         per element drawn fresh for the call (_lerped). Others: torch.where(mask, a, b) with the keyed mask (bool), made
         PIECE elements at a time: no mask or roll of the whole tensor is ever made."""
         if a.is_floating_point():
-            return _lerped(a, b, _generator(a.device, key, j))
+            return _lerped(a, b, _generator(a.device, key, j), self.kept(j, a, b))
         numel = a.numel()
         if numel < FRESH_BELOW:
             return torch.where(self.mask(a.shape, a.device, key, j), a, b)
@@ -152,7 +154,8 @@ class Pools:
         difference = self.difference(j, a, b)
         numel = a.numel()
         if numel < FRESH_BELOW or self.fresh:
-            return torch.addcmul(b, _draw(numel, a.device, _generator(a.device, key, j), a.dtype).view(a.shape), difference)
+            out = torch.addcmul(b, _draw(numel, a.device, _generator(a.device, key, j), a.dtype).view(a.shape), difference)
+            return _keep(out, a, self.kept(j, a, b))
         pool = self._mask_pool(numel, a.device, a.dtype)
         first, _, shift = _pick(key, j, numel)
         from_a = _bit(key, 5000 + j)
@@ -162,7 +165,19 @@ class Pools:
         # out[i] = base[i] + sign * draw[(i - shift) mod n] * difference[i]
         torch.addcmul(base_flat[:shift], draw[numel - shift:], diff_flat[:shift], value=sign, out=flat[:shift])
         torch.addcmul(base_flat[shift:], draw[:numel - shift], diff_flat[shift:], value=sign, out=flat[shift:])
-        return out
+        return _keep(out, a, self.kept(j, a, b))
+
+    def kept(self, j: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor | None:
+        """Where the floating mix of input j must keep the first base's value (flat bool), or None where it need not
+        anywhere: elements whose difference is not finite (an infinity in either base, the same -inf of an attention
+        mask in both, or an overflow), where a weighed mix would be NaN. NaN inputs would make the reference's outputs
+        NaN, which the projections count as zero, so that any answer would agree with them. Found once per base sets,
+        a piece at a time; most problems have none, and pay one pass over the bases per evaluation."""
+        if j not in self._kept:
+            a_flat, b_flat, n = a.reshape(-1), b.reshape(-1), a.numel()
+            bad = [~torch.isfinite(a_flat[i:i + PIECE] - b_flat[i:i + PIECE]) for i in range(0, n, PIECE)]
+            self._kept[j] = torch.cat(bad) if any(bool(piece.any()) for piece in bad) else None
+        return self._kept[j]
 
     def difference(self, j: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """a - b for input j of the base sets, computed once."""
@@ -197,11 +212,16 @@ class Pools:
         differences are made on the CPU only, where parking moves nothing.)"""
         self._released = ([*self._masks], [*self._weights])
         self._masks, self._weights = {}, {}
+        # The few masks of elements the mix keeps (kept) are found from the bases, which a park moves too: to the host
+        # with them, so that no batch after the park pays for finding them again.
+        self._kept_device = {j: m.device for j, m in self._kept.items() if m is not None}
+        self._kept = {j: (m.cpu() if m is not None else None) for j, m in self._kept.items()}
 
     def restore(self) -> None:
         """Draw again, identically, what release() dropped: here, before any batch, so that the first batch after a
         park does not pay for draws that the other batches (and the null batch taken off them) do not."""
         masks, weights = self._released
+        self._kept = {j: (m.to(self._kept_device.get(j, m.device)) if m is not None else None) for j, m in self._kept.items()}
         for numel, device, dtype in masks:
             self._mask_pool(numel, torch.device(device), dtype)
         for numel, device in weights:
@@ -242,7 +262,14 @@ def _draw(numel: int, device: torch.device, generator: torch.Generator, dtype: t
     return torch.empty(numel, dtype=torch.bool, device=device).bernoulli_(0.5, generator=generator).to(dtype)
 
 
-def _lerped(a: torch.Tensor, b: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def _keep(out: torch.Tensor, a: torch.Tensor, kept: torch.Tensor | None) -> torch.Tensor:
+    """out, with a's values where `kept` (Pools.kept) says the mix must keep them."""
+    if kept is not None:
+        torch.where(kept.view(a.shape), a, out, out=out)
+    return out
+
+
+def _lerped(a: torch.Tensor, b: torch.Tensor, generator: torch.Generator, kept: torch.Tensor | None = None) -> torch.Tensor:
     """a + u * (b - a) with u uniform in [0, 1), a coefficient of its own per element drawn for this call from the
     keyed generator, PIECE elements at a time (one piece of draws is the only temporary). The GPU's floating mix: a
     choice between the bases would leave every timed element one of two values the candidate's job knows ahead, so
@@ -258,6 +285,8 @@ def _lerped(a: torch.Tensor, b: torch.Tensor, generator: torch.Generator) -> tor
         stop = min(start + PIECE, numel)
         weight = torch.rand(stop - start, generator=generator, device=a.device, dtype=a.dtype)
         torch.lerp(a_flat[start:stop], b_flat[start:stop], weight, out=flat[start:stop])
+        if kept is not None:
+            torch.where(kept[start:stop], a_flat[start:stop], flat[start:stop], out=flat[start:stop])
     return out
 
 

@@ -1,4 +1,5 @@
 """Keyed timed-call inputs and projections (agent/engine/evaluate/keyed.py): what makes every timed call checkable."""
+import pytest
 import torch
 
 from agent.engine.evaluate.keyed import Pools, agree, derive, project, projection_bound
@@ -196,3 +197,33 @@ def test_the_gpus_floating_mix_weighs_each_element_afresh_so_no_answer_computed_
         assert float(((got == a) | (got == b))[apart].float().mean()) < 0.02
         again = pools.mixed(0, a, b, 10)
         assert float((again != got)[apart].float().mean()) > 0.98, "another key, other coefficients"
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_infinities_in_the_bases_are_kept_never_mixed_into_nan(monkeypatch, fresh):
+    import agent.engine.evaluate.keyed as keyed
+
+    # An attention mask's -inf in both bases, an inf in one, an overflowing difference: a weighed mix of any of them is
+    # NaN, the reference's outputs would be NaN, and the projections (which count NaN as zero) would agree with any
+    # answer. The mix keeps the first base's value there, on both devices' paths, and weighs the rest as usual.
+    monkeypatch.setattr(keyed, "PIECE", 1 << 16)
+    n = 3 * (1 << 16) + 3
+    g = torch.Generator().manual_seed(4)
+    a, b = torch.randn(n, generator=g), torch.randn(n, generator=g)
+    a[:100] = b[:100] = float("-inf")
+    a[200], b[300] = float("inf"), float("-inf")
+    a[400], b[400] = 3e38, -3e38
+    special = torch.zeros(n, dtype=torch.bool)
+    special[:100] = special[200] = special[300] = special[400] = True
+    for mix in (lambda p: p.mixed(0, a, b, 17), lambda p: p.mixed_cpu(0, a, b, 17), lambda p: derive([[a], [b]], 17, p)[0]):
+        pools = Pools(3, fresh=fresh)
+        got = mix(pools)
+        assert not bool(got.isnan().any()), "no NaN made by the mix"
+        assert torch.equal(got[special], a[special]), "the first base's value where a weighed mix would be NaN"
+        ordinary = ~special
+        low, high = torch.minimum(a, b)[ordinary], torch.maximum(a, b)[ordinary]
+        assert bool(((got[ordinary] >= low) & (got[ordinary] <= high)).all())
+        assert float((got[ordinary] == a[ordinary]).float().mean()) < 0.02, "everything else weighed"
+    finite = Pools(3)
+    finite.mixed(0, b.nan_to_num(), b.nan_to_num() + 1, 1)
+    assert finite._kept[0] is None, "finite bases keep nothing and pay no mask"
