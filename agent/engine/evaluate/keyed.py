@@ -175,8 +175,13 @@ class Pools:
         a piece at a time; most problems have none, and pay one pass over the bases per evaluation."""
         if j not in self._kept:
             a_flat, b_flat, n = a.reshape(-1), b.reshape(-1), a.numel()
-            bad = [~torch.isfinite(a_flat[i:i + PIECE] - b_flat[i:i + PIECE]) for i in range(0, n, PIECE)]
-            self._kept[j] = torch.cat(bad) if any(bool(piece.any()) for piece in bad) else None
+
+            def bad(i: int) -> torch.Tensor:
+                return ~torch.isfinite(a_flat[i:i + PIECE] - b_flat[i:i + PIECE])
+
+            # A piece at a time, and the mask kept only where it is needed: no n-byte temporary for finite bases.
+            needed = any(bool(bad(i).any()) for i in range(0, n, PIECE))
+            self._kept[j] = torch.cat([bad(i) for i in range(0, n, PIECE)]) if needed else None
         return self._kept[j]
 
     def difference(self, j: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
