@@ -96,6 +96,9 @@ def test_the_upload_editor_marks_errors_in_monaco_and_submits_with_ctrl_enter(st
     markers = studio.js("return monaco.editor.getModelMarkers({owner: 'validation'}).map(m => [m.startLineNumber, m.severity])")
     assert [2, 8] in markers, markers  # the syntax error, on its line, as an error (MarkerSeverity.Error = 8)
     studio.until("document.querySelector('.editor .squiggly-error') !== null", 30)
+    # Revealing the marked line may scroll the first line out of view (a CI run saw only lines 2-4 drawn): from the
+    # top, all four lines are on screen.
+    studio.js("window.studioEditor.setScrollTop(0)")
     settle(studio, ".editor")
     shot = screenshot(studio.driver.find_element(By.CSS_SELECTOR, ".editor"), "upload-editor-markers")
     # The editor drew code: many pixels that are not its background, and the red error squiggle.
