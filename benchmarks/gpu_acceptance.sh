@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The engine's GPU acceptance runs, one stage per device call (each fits the 10-minute call limit):
-#   corpus    prebuild every load_inline candidate in parallel, then the whole GPU corpus (test_corpus -k cuda-)
+#   corpus    prebuild every load_inline candidate in parallel, the harness kernels' tests, then the whole GPU corpus
+#             (test_corpus -k cuda-)
 #   fidelity  benchmarks/timing_fidelity.py (5 evaluations per case + triton do_bench)
 #   latency   benchmarks/turn_latency.py --device cuda --naive
 # Usage on the GPU box: OUT=/some/dir bash benchmarks/gpu_acceptance.sh corpus fidelity
@@ -21,6 +22,9 @@ for stage in "$@"; do
     corpus)
       grep -l load_inline tests/corpus/candidates/*.py | xargs -P 14 -n 1 python3 -m agent build --device cuda > "$OUT/prebuild.log" 2>&1
       echo "prebuild: $(( $(date +%s) - started )) s"
+      # The harness's own GPU kernels first (keyed_cuda.py): every corpus verdict below mixes and projects with them.
+      python3 -m pytest tests/agent/engine/evaluate/test_keyed_cuda.py -q -p no:cacheprovider --timeout 300 2>&1 \
+        | tee "$OUT/keyed_cuda.log" | tail -3
       python3 -m pytest tests/agent/engine/evaluate/test_corpus.py -k cuda- -v -s -p no:cacheprovider --timeout 180 --durations=0 \
         > "$OUT/corpus.log" 2>&1
       grep -E "^VERDICT|PASSED|FAILED|ERROR|passed|failed" "$OUT/corpus.log" | grep -v "^tests.*PASSED$" | tail -60

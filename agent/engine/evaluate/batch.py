@@ -34,7 +34,12 @@ def run_batch(fn: Callable[..., Any], bases: list[list[Any]], keys: list[int], d
             sums.append(project(outs, key, pools))
     if cuda:
         end.record()
-    projections = torch.stack(sums).cpu().tolist() if sums else []  # the batch's one synchronisation
+        # Every stream's work, not only the current one's, inside the batch and so inside the parent's clock: work a
+        # forward left running on a stream of its own is not moved into the next command's time. (Not after every call:
+        # that leaves each call's launch latency in the figures, for the baselines too, and on the H100 took identical
+        # code from 0.96-1.05x to 0.80-1.09x and the cache-hit turn past 10 s: docs/benchmarks.md §15, session 18.)
+        torch.cuda.synchronize()
+    projections = torch.stack(sums).cpu().tolist() if sums else []  # read back once, at the end
     reply: dict[str, Any] = {"projections": projections}
     if cuda:
         reply["events_ms"] = start.elapsed_time(end)

@@ -11,6 +11,7 @@ against the candidate: their absence proves nothing, and the parent never relies
 """
 from __future__ import annotations
 
+import base64
 import contextlib
 import time
 import traceback
@@ -25,6 +26,7 @@ from agent.engine.evaluate.batch import ping, as_list, parking, run_batch
 from agent.engine.evaluate.channel import JobEnd
 from agent.engine.evaluate.codec import write_result
 from agent.engine.evaluate.jobs import CANDIDATE_MODULE, extension_router, setup_device
+from agent.engine.evaluate import keyed_cuda
 from agent.engine.evaluate.keyed import Pools
 from agent.engine.evaluate.loader import exec_module
 from agent.engine.evaluate.memory import poison_blocks
@@ -111,7 +113,14 @@ class _State:
         if name == "census":
             return {"flags": self.census.finish()}
         if name == "bases":
-            self.pools = Pools(int(command["pool_seed"]), fresh=bool(command.get("fresh_mix", False)))
+            self.pools = Pools(int(command["pool_seed"]), fresh=bool(command.get("fresh_mix", False)),
+                               fused=bool(command.get("fused_mix", False)))
+            if self.pools.fused:  # loaded here, untimed: the reference's job compiled them and the parent handed them on
+                binary = command.get("harness_binary")
+                if isinstance(binary, str):
+                    keyed_cuda.install(base64.b64decode(binary))
+                else:
+                    keyed_cuda.Kernels.load()
             self.bases = [self.seen[i] for i in command["from_calls"]] if "from_calls" in command else \
                 [self._inputs(command["layout"], f"base{i}", command["values"][i]) for i in range(2)]
             self.seen = {}  # kept as the bases now: one copy each

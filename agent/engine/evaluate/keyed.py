@@ -17,6 +17,10 @@ sqrt(sum(w_i^2 tol_i^2)) with probability under 1e-8 (Hoeffding), while an outpu
 fraction f of its elements by about its own magnitude moves it by about sqrt(f n) |y|: a few elements
 wrong in a million already fail.
 
+On a GPU, floating float32, float16 and bfloat16 tensors are mixed and projected by single kernels (keyed_cuda.py:
+the same mix and the same kind of projection, with the harness's traffic cut to the least), wherever the reference's
+job can compile them; it tells the candidate's job to do alike (Pools.fused).
+
 Both jobs run this module's code, the candidate's with whatever its own code changed in it: a wrong mix or
 projection there only makes its own outputs disagree with the reference's.
 """
@@ -27,6 +31,7 @@ from typing import Any, Iterator
 
 import torch
 
+from agent.engine.evaluate import keyed_cuda
 from agent.engine.evaluate.compare import tolerances
 
 SIGMAS = 6.0
@@ -93,9 +98,12 @@ class Pools:
     """The draws the keyed inputs and projections are made from, per tensor shape; identical in every job that
     gets the same seed (the parent sends it with the base sets)."""
 
-    def __init__(self, seed: int, fresh: bool = False) -> None:
+    def __init__(self, seed: int, fresh: bool = False, fused: bool = False) -> None:
         self.seed = seed
         self.fresh = fresh  # mixes drawn per call (FEW_OUTPUTS), decided by the reference's job, handed to both alike
+        # GPU floating mixes and projections as single kernels (keyed_cuda.py), where the reference's job could
+        # compile them; decided there and handed to both jobs alike, like `fresh`.
+        self.fused = fused
         self._masks: dict[tuple[Any, ...], list[torch.Tensor]] = {}
         self._weights: dict[tuple[Any, ...], list[torch.Tensor]] = {}
         self._differences: dict[int, torch.Tensor] = {}
@@ -125,6 +133,8 @@ class Pools:
         per element drawn fresh for the call (_lerped). Others: torch.where(mask, a, b) with the keyed mask (bool), made
         PIECE elements at a time: no mask or roll of the whole tensor is ever made."""
         if a.is_floating_point():
+            if self.fused and keyed_cuda.supported(a):
+                return keyed_cuda.Kernels.load().mix(a, b, _seed(key, j), self.kept(j, a, b))
             return _lerped(a, b, _generator(a.device, key, j), self.kept(j, a, b))
         numel = a.numel()
         if numel < FRESH_BELOW:
@@ -349,6 +359,12 @@ def _values(out: torch.Tensor) -> torch.Tensor:
 def project(outputs: list[torch.Tensor], key: int, pools: Pools) -> torch.Tensor:
     """One keyed projection per output, non-finite terms counted as zero. On a GPU a device tensor, so that a batch
     synchronises only once, at its end; on the CPU a plain dot product (non-finite results redone)."""
+    if outputs and pools.fused and all(keyed_cuda.supported(o) for o in outputs):
+        # One launch per output, each writing its figure into one float64 vector: no other allocation or launch per call.
+        kernels, fused = keyed_cuda.Kernels.load(), torch.empty(len(outputs), dtype=torch.float64, device=outputs[0].device)
+        for j, o in enumerate(outputs):
+            kernels.project(o, _seed(key, 1000 + j), fused.data_ptr() + 8 * j)
+        return fused
     sums = []
     for j, o in enumerate(outputs):
         total = torch.zeros((), device=o.device)
@@ -373,8 +389,11 @@ def projection_bound(refs: list[torch.Tensor], key: int, pools: Pools, rtol: flo
         if ref.numel() == 0:
             bounds.append(0.0)
             continue
-        flat = ref.detach().reshape(-1)
         r_tol, scale = tolerances(ref.dtype, rtol, atol_scale)
+        if pools.fused and keyed_cuda.supported(ref):
+            bounds.append(_fused_bound(ref, _seed(key, 1000 + j), r_tol, scale))
+            continue
+        flat = ref.detach().reshape(-1)
         magnitude = max(float(_values(flat[i:i + PIECE]).abs().max()) for i in range(0, flat.numel(), PIECE))
         variance = rounding = 0.0
         for start, stop, weights in pools.weight_pieces(ref.numel(), ref.device, key, j):
@@ -384,6 +403,15 @@ def projection_bound(refs: list[torch.Tensor], key: int, pools: Pools, rtol: flo
             rounding += float(torch.dot(weights.abs(), values.abs()))
         bounds.append(SIGMAS * variance ** 0.5 + ROUNDING * rounding + 1e-30)
     return bounds
+
+
+def _fused_bound(ref: torch.Tensor, seed: int, r_tol: float, scale: float) -> float:
+    """projection_bound's figure for one output from the fused kernels' one pass (the same weights as the projection):
+    with tol_i = r |y_i| + s M, sum w_i^2 tol_i^2 = r^2 sum w^2 y^2 + 2 r s M sum w^2 |y| + s^2 M^2 sum w^2."""
+    squares, weighed, weights, rounding, magnitude = keyed_cuda.Kernels.load().bound_sums(ref, seed)
+    absolute = scale * magnitude
+    variance = r_tol * r_tol * squares + 2.0 * r_tol * absolute * weighed + absolute * absolute * weights
+    return SIGMAS * max(variance, 0.0) ** 0.5 + ROUNDING * rounding + 1e-30
 
 
 def agree(got: list[float], expected: list[float], bounds: list[float]) -> bool:

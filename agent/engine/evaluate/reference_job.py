@@ -17,6 +17,7 @@ dumpable), and does what the parent asks, one command at a time (session.py):
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
 import time
 from dataclasses import asdict
@@ -29,6 +30,7 @@ from agent.engine.evaluate.channel import JobEnd
 from agent.engine.evaluate.codec import write_result
 from agent.engine.evaluate.compare import compare_outputs
 from agent.engine.evaluate.jobs import PROBLEM_MODULE, hardware_facts, setup_device, work_estimate
+from agent.engine.evaluate import keyed_cuda
 from agent.engine.evaluate.keyed import Pools, derive, few_outputs, project, projection_bound
 from agent.engine.evaluate.loader import exec_module
 from agent.engine.evaluate.memory import CHUNK_BYTES
@@ -97,6 +99,8 @@ def _describe(exc: BaseException) -> str:
 class _State:
     def __init__(self, payload: dict[str, Any], device: str, exchange_fd: int, outputs_fd: int) -> None:
         self.payload, self.device = payload, device
+        # The harness's GPU kernels (keyed_cuda.py), compiled while the problem is set up and checked.
+        self.harness_build = keyed_cuda.start_compile() if device == "cuda" else None
         self.exchange_fd, self.outputs_fd = exchange_fd, outputs_fd
         self.tolerances = (payload.get("rtol"), payload.get("atol_scale"))
         self.problem = exec_module(payload["problem_source"], PROBLEM_MODULE, "problem.py")
@@ -143,6 +147,10 @@ class _State:
                 # Decided here, where the outputs are known; the parent hands it to the candidate's job with the bases
                 # (keyed.FEW_OUTPUTS), and a candidate's job that mixed otherwise only gets its outputs wrong.
                 self.pools.fresh = reply["fresh_mix"] = few_outputs(self.stand_ins)
+                # Likewise the GPU's fused mix and projections (keyed_cuda.py): only where this job can compile them.
+                self.pools.fused = reply["fused_mix"] = self.device == "cuda" and keyed_cuda.available(self.harness_build)
+                if self.pools.fused:  # the candidate's job loads the same binary, and compiles nothing
+                    reply["harness_binary"] = base64.b64encode(keyed_cuda.Kernels.load().binary).decode()
                 return reply
             if name == "compile":
                 return self.compile()

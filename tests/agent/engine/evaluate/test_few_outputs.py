@@ -33,8 +33,8 @@ import agent.engine.evaluate.keyed as _keyed
 _init = _keyed.Pools.__init__
 
 
-def _pooled(self, seed, fresh=False):
-    _init(self, seed, False)
+def _pooled(self, seed, fresh=False, **others):
+    _init(self, seed, False, **others)
 
 
 _keyed.Pools.__init__ = _pooled

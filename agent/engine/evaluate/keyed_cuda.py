@@ -1,0 +1,312 @@
+"""The keyed mix and projections of keyed.py as single CUDA kernels (floating float32, float16 and bfloat16 tensors).
+
+Why: on a GPU the harness's share of a timed call was several of torch's kernels per tensor (a Philox draw, a lerp,
+a where for kept elements; a rolled weight draw, a multiply, a nan_to_num, a sum per output), about 44 bytes of
+traffic per element against the 8 of a memory-bound kernel under test: the null batch took it off, but its noise
+stayed in the figure (docs/benchmarks.md §15, session 17), and a candidate that rewrites the harness in its own
+process could gain up to that share (docs/threat-model.md, "Optimise our harness away"). Here the mix reads the two
+bases (and the kept mask, where there is one) and writes the input: 12 bytes per float32 element; the projection
+reads the output once and makes its weights in registers: 4 bytes per element. Each is one launch.
+
+Random numbers are a counter-based hash (splitmix64's finaliser) of the call's seed (keyed._seed) and the element's
+index: nothing is pooled, every call's draws are fresh, and every job that runs this code on the same device makes
+the same ones. The projection's weights are Gaussian (Box-Muller of one hash), and the reference's job computes the
+bound's sums with the same weights in one pass (bound_sums), so that keyed.projection_bound's formula holds as it is.
+
+The kernels are compiled by NVRTC (no headers; about 0.4 s, most of it ptxas) in the reference's job, in a thread
+started with the job, and only ever used where that job could compile and load them: it decides (`fused_mix` in its
+reply to "bases") and hands the CUBIN to the candidate's job through the parent, so that both mix and project alike
+and the candidate's job compiles nothing; a candidate's job that does otherwise only gets its own outputs wrong.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+import torch
+
+SOURCE = r"""
+typedef unsigned long long u64;
+typedef unsigned int u32;
+typedef unsigned short u16;
+
+__device__ __forceinline__ u64 hash64(u64 seed, u64 i) {
+    u64 z = seed + (i + 1ull) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+// uniform in [0, 1), 24 bits
+__device__ __forceinline__ float uniform(u64 seed, u64 i) { return (float)(hash64(seed, i) >> 40) * 5.9604645e-8f; }
+__device__ __forceinline__ float gaussian(u64 seed, u64 i) {
+    u64 h = hash64(seed, i);
+    float u1 = (float)((h >> 40) + 1ull) * 5.9604645e-8f;  // (0, 1]
+    float u2 = (float)(h & 0xFFFFFFull) * 5.9604645e-8f;
+    return sqrtf(-2.0f * __logf(u1)) * __cosf(6.2831853f * u2);  // fast intrinsics: the projection stays memory-bound
+}
+
+__device__ __forceinline__ float load_f32(const float* p, u64 i) { return p[i]; }
+__device__ __forceinline__ void store_f32(float* p, u64 i, float v) { p[i] = v; }
+__device__ __forceinline__ float load_f16(const u16* p, u64 i) {
+    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(p[i])); return f;
+}
+__device__ __forceinline__ void store_f16(u16* p, u64 i, float v) {
+    u16 h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v)); p[i] = h;
+}
+__device__ __forceinline__ float load_bf16(const u16* p, u64 i) { return __uint_as_float(((u32)p[i]) << 16); }
+__device__ __forceinline__ void store_bf16(u16* p, u64 i, float v) {
+    u32 u = __float_as_uint(v);
+    p[i] = (v != v) ? (u16)0x7FC0 : (u16)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);  // round to nearest even
+}
+
+__device__ __forceinline__ bool finite(float v) { return (__float_as_uint(v) & 0x7F800000u) != 0x7F800000u; }
+
+__device__ __forceinline__ double block_sum(double v, double* shared) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xFFFFFFFFu, v, o);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    v = (threadIdx.x < (blockDim.x >> 5)) ? shared[threadIdx.x] : 0.0;
+    if (warp == 0) for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xFFFFFFFFu, v, o);
+    __syncthreads();
+    return v;
+}
+
+// out[i] = a[i] + u_i (b[i] - a[i]), u_i uniform in [0, 1) fresh for the seed; a[i] where kept[i]. Computed in float32
+// and held between the two bases (rounding could step past the nearer one). Elements are visited from a keyed start
+// (as the projection's are): work a forward leaves running on a stream of its own, in the elements' order, overlaps
+// the harness's kernels only by reading inputs not yet written or writing outputs already read.
+#define MIX(NAME, T, LOAD, STORE) \
+extern "C" __global__ void NAME(const T* a, const T* b, const unsigned char* kept, T* out, u64 n, u64 seed) { \
+    u64 start = hash64(seed, n) % n; \
+    for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (u64)gridDim.x * blockDim.x) { \
+        u64 i = k + start < n ? k + start : k + start - n; \
+        float x = LOAD(a, i), y = LOAD(b, i); \
+        float v = fmaf(uniform(seed, i), y - x, x); \
+        v = fminf(fmaxf(v, fminf(x, y)), fmaxf(x, y)); \
+        if (kept != 0 && kept[i]) v = x; \
+        STORE(out, i, v); \
+    } \
+}
+MIX(keyed_mix_f32, float, load_f32, store_f32)
+MIX(keyed_mix_f16, u16, load_f16, store_f16)
+MIX(keyed_mix_bf16, u16, load_bf16, store_bf16)
+
+// *result = sum over the elements of w_i y_i, non-finite terms counted as zero: each block writes its sum to
+// partials, and the last block to finish (counted in *done, which it sets back to zero) adds them up in block order,
+// so that one launch gives the figure and every job reduces alike.
+#define PROJECT(NAME, T, LOAD) \
+extern "C" __global__ void NAME(const T* y, double* partials, unsigned int* done, double* result, u64 n, u64 seed) { \
+    __shared__ double shared[32]; \
+    __shared__ bool last; \
+    double s = 0.0; \
+    u64 start = hash64(seed, n) % n; \
+    for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (u64)gridDim.x * blockDim.x) { \
+        u64 i = k + start < n ? k + start : k + start - n; \
+        float p = gaussian(seed, i) * LOAD(y, i); \
+        if (finite(p)) s += (double)p; \
+    } \
+    s = block_sum(s, shared); \
+    if (threadIdx.x == 0) { \
+        partials[blockIdx.x] = s; \
+        __threadfence(); \
+        last = atomicAdd(done, 1u) == gridDim.x - 1; \
+    } \
+    __syncthreads(); \
+    if (!last) return; \
+    double t = 0.0; \
+    for (unsigned int k = threadIdx.x; k < gridDim.x; k += blockDim.x) t += ((volatile double*)partials)[k]; \
+    t = block_sum(t, shared); \
+    if (threadIdx.x == 0) { *result = t; *done = 0u; } \
+}
+PROJECT(keyed_project_f32, float, load_f32)
+PROJECT(keyed_project_f16, u16, load_f16)
+PROJECT(keyed_project_bf16, u16, load_bf16)
+
+// The bound's sums over the block's elements (y non-finite counted as zero), with the projection's weights w:
+// partials[5 * block + k] = sum w^2 y^2, sum w^2 |y|, sum w^2, sum |w y|, max |y|.
+#define BOUND(NAME, T, LOAD) \
+extern "C" __global__ void NAME(const T* y, double* partials, u64 n, u64 seed) { \
+    __shared__ double shared[32]; \
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0; float most = 0.0f; \
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) { \
+        float v = LOAD(y, i); \
+        v = finite(v) ? fabsf(v) : 0.0f; \
+        double w = (double)gaussian(seed, i), w2 = w * w; \
+        s0 += w2 * v * v; s1 += w2 * v; s2 += w2; s3 += fabs(w) * v; most = fmaxf(most, v); \
+    } \
+    double t0 = block_sum(s0, shared), t1 = block_sum(s1, shared), t2 = block_sum(s2, shared); \
+    double t3 = block_sum(s3, shared); \
+    for (int o = 16; o > 0; o >>= 1) most = fmaxf(most, __shfl_down_sync(0xFFFFFFFFu, most, o)); \
+    __shared__ float mosts[32]; \
+    if ((threadIdx.x & 31) == 0) mosts[threadIdx.x >> 5] = most; \
+    __syncthreads(); \
+    if (threadIdx.x == 0) { \
+        for (int k = 1; k < (int)(blockDim.x >> 5); ++k) most = fmaxf(most, mosts[k]); \
+        double* p = partials + 5 * (u64)blockIdx.x; \
+        p[0] = t0; p[1] = t1; p[2] = t2; p[3] = t3; p[4] = (double)most; \
+    } \
+}
+BOUND(keyed_bound_f32, float, load_f32)
+BOUND(keyed_bound_f16, u16, load_f16)
+BOUND(keyed_bound_bf16, u16, load_bf16)
+
+// The projection's weights themselves (tests, and anyone checking the kernels against torch).
+extern "C" __global__ void keyed_weights(float* w, u64 n, u64 seed) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+        w[i] = gaussian(seed, i);
+}
+"""
+
+SUFFIX = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+THREADS = 256
+# Blocks at most, whatever the size: enough to fill any current GPU several times over; a grid-stride loop does the
+# rest. Fixed, so that every job reduces in the same order (the projections are then bitwise alike for alike outputs).
+MOST_BLOCKS = 1024
+
+
+def supported(t: torch.Tensor) -> bool:
+    return t.is_cuda and t.dtype in SUFFIX
+
+
+class Kernels:
+    """This module's kernels, loaded on the current device from a CUBIN (compile_source). `Kernels.load()` gives the ones
+    installed in this process, compiling them first where none are; it raises where NVRTC or the driver cannot."""
+
+    def __init__(self, binary: bytes) -> None:
+        names = [f"keyed_{kind}_{suffix}" for kind in ("mix", "project", "bound") for suffix in SUFFIX.values()]
+        module = torch.cuda._utils._cuda_load_module(binary, [*names, "keyed_weights"])
+        self.binary = binary
+        self._functions = {name: kernel.func for name, kernel in module.items()}
+        self._cuda = torch.cuda._utils._get_gpu_runtime_library()
+        self._scratch: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    @staticmethod
+    def load() -> Kernels:
+        return _installed[0] if _installed else install(compile_source(SOURCE, _arch()))
+
+    def _launch(self, name: str, n: int, *args: Any) -> None:
+        blocks = _blocks(n)
+        c_args = [ctypes.c_void_p(a.data_ptr()) if isinstance(a, torch.Tensor) else ctypes.c_uint64(a) for a in args]
+        pointers = (ctypes.c_void_p * len(c_args))(*(ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in c_args))
+        stream = torch.cuda.current_stream().cuda_stream
+        result = self._cuda.cuLaunchKernel(self._functions[name], blocks, 1, 1, THREADS, 1, 1, 0,
+                                           ctypes.c_void_p(stream), pointers, None)
+        if result != 0:
+            raise RuntimeError(f"launching the harness's {name} kernel failed (CUDA driver error {result})")
+
+    def mix(self, a: torch.Tensor, b: torch.Tensor, seed: int, kept: torch.Tensor | None) -> torch.Tensor:
+        a, b = a.contiguous(), b.contiguous()
+        out = torch.empty(a.shape, dtype=a.dtype, device=a.device)
+        n = a.numel()
+        kept_ptr: Any = kept if kept is not None else 0
+        if kept is not None and kept.dtype != torch.bool:
+            raise TypeError("the kept mask must be bool")
+        self._launch(f"keyed_mix_{SUFFIX[a.dtype]}", n, a, b, kept_ptr, out, n, seed)
+        return out
+
+    def project(self, y: torch.Tensor, seed: int, result: int) -> None:
+        """sum_i w_i y_i into the float64 at device address `result` (no synchronisation, no allocation: one launch)."""
+        flat = y.detach().reshape(-1)
+        n = flat.numel()
+        if self._scratch is None or self._scratch[0].device != flat.device:
+            # One block sum per block and the blocks' count; kernels on a stream run one after another, so one scratch
+            # serves every projection of the process.
+            self._scratch = (torch.empty(MOST_BLOCKS, dtype=torch.float64, device=flat.device),
+                             torch.zeros(1, dtype=torch.int32, device=flat.device))
+        partials, done = self._scratch
+        self._launch(f"keyed_project_{SUFFIX[flat.dtype]}", n, flat, partials, done, result, n, seed)
+
+    def bound_sums(self, y: torch.Tensor, seed: int) -> tuple[float, float, float, float, float]:
+        """(sum w^2 y^2, sum w^2 |y|, sum w^2, sum |w y|, max |y|), non-finite y counted as zero."""
+        flat = y.detach().reshape(-1)
+        n = flat.numel()
+        partials = torch.empty((_blocks(n), 5), dtype=torch.float64, device=flat.device)
+        self._launch(f"keyed_bound_{SUFFIX[flat.dtype]}", n, flat, partials, n, seed)
+        sums = partials[:, :4].sum(0).tolist()
+        return sums[0], sums[1], sums[2], sums[3], float(partials[:, 4].max())
+
+    def weights(self, n: int, seed: int, device: torch.device) -> torch.Tensor:
+        out = torch.empty(n, dtype=torch.float32, device=device)
+        self._launch("keyed_weights", n, out, n, seed)
+        return out
+
+
+_installed: list[Kernels] = []  # this process's kernels, once loaded
+
+
+def install(binary: bytes) -> Kernels:
+    """Load a CUBIN of SOURCE (this job's own compile, or the one the reference's job made and the parent handed over)
+    as this process's kernels."""
+    kernels = Kernels(binary)
+    _installed[:] = [kernels]
+    return kernels
+
+
+def start_compile() -> Future[bytes]:
+    """compile_source for the current device, in a thread: NVRTC is CPU work that needs no CUDA context (a few tenths
+    of a second, most of it ptxas), so the reference's job starts it first and collects it when the timing begins. A
+    daemon thread: a job that ends before it is done (an upload's one-call check) does not wait for it."""
+    arch = _arch()
+    future: Future[bytes] = Future()
+
+    def build() -> None:
+        try:
+            future.set_result(compile_source(SOURCE, arch))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever collects it (available())
+            future.set_exception(exc)
+
+    threading.Thread(target=build, name="kstudio-harness-build", daemon=True).start()
+    return future
+
+
+def _arch() -> str:
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}"
+
+
+def compile_source(source: str, arch: str) -> bytes:
+    """The source's CUBIN for `arch`, from libnvrtc directly: torch's _nvrtc_compile would also import
+    torch.utils.cpp_extension and look up CUDA include paths, which a header-less source does not need."""
+    nvrtc = torch.cuda._utils._get_nvrtc_library()
+    program = ctypes.c_void_p()
+    _check(nvrtc, nvrtc.nvrtcCreateProgram(ctypes.byref(program), source.encode(), b"keyed.cu", 0, None, None))
+    try:
+        options = [f"--gpu-architecture={arch}".encode()]
+        array = (ctypes.c_char_p * len(options))(*options)
+        if nvrtc.nvrtcCompileProgram(program, len(options), array) != 0:
+            size = ctypes.c_size_t()
+            nvrtc.nvrtcGetProgramLogSize(program, ctypes.byref(size))
+            log = ctypes.create_string_buffer(size.value)
+            nvrtc.nvrtcGetProgramLog(program, log)
+            raise RuntimeError(f"NVRTC could not compile the harness's kernels:\n{log.value.decode(errors='replace')}")
+        size = ctypes.c_size_t()
+        _check(nvrtc, nvrtc.nvrtcGetCUBINSize(program, ctypes.byref(size)))
+        binary = ctypes.create_string_buffer(size.value)
+        _check(nvrtc, nvrtc.nvrtcGetCUBIN(program, binary))
+        return binary.raw
+    finally:
+        nvrtc.nvrtcDestroyProgram(ctypes.byref(program))
+
+
+def _check(nvrtc: Any, result: int) -> None:
+    if result != 0:
+        nvrtc.nvrtcGetErrorString.restype = ctypes.c_char_p
+        raise RuntimeError(f"NVRTC failed: {nvrtc.nvrtcGetErrorString(result)!r} ({result})")
+
+
+def _blocks(n: int) -> int:
+    return max(1, min(MOST_BLOCKS, -(-n // THREADS)))
+
+
+def available(build: Future[bytes] | None) -> bool:
+    """Whether this process could load the kernels, from `build` (start_compile) or compiling them now. The reference's
+    job asks, then tells the candidate's job (handing it the CUBIN through the parent)."""
+    try:
+        if not _installed:
+            install(build.result(timeout=300) if build is not None else compile_source(SOURCE, _arch()))
+    except Exception:  # noqa: BLE001 - no NVRTC, an old driver, a CPU build: the torch path stands
+        return False
+    return True

@@ -1,0 +1,122 @@
+"""The GPU's fused keyed mix and projections (agent/engine/evaluate/keyed_cuda.py).
+
+The source is built here with the real nvcc (every kernel family in the PTX); the kernels themselves run only where a
+GPU is (the GPU acceptance run: benchmarks/gpu_acceptance.sh corpus), where they are checked against torch's own
+computation of the same mix, projection and bound.
+"""
+import re
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+from agent.engine.evaluate import keyed, keyed_cuda
+from agent.engine.evaluate.keyed import Pools, derive, project, projection_bound
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="the fused kernels run on a GPU only")
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no CUDA toolkit (nvcc) on this host")
+def test_the_harness_kernels_build_for_a_hopper_gpu_with_every_dtype(tmp_path):
+    source = tmp_path / "keyed.cu"
+    source.write_text(keyed_cuda.SOURCE)
+    built = subprocess.run(["nvcc", "-arch=sm_90", "--ptx", "-o", str(tmp_path / "keyed.ptx"), str(source)],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    entries = set(re.findall(r"\.entry\s+(\w+)\(", (tmp_path / "keyed.ptx").read_text()))
+    wanted = {f"keyed_{kind}_{suffix}" for kind in ("mix", "project", "bound") for suffix in keyed_cuda.SUFFIX.values()}
+    assert wanted | {"keyed_weights"} <= entries
+
+
+def test_cpu_tensors_keep_the_torch_path_even_when_the_pools_say_fused():
+    g = torch.Generator().manual_seed(0)
+    bases = [[torch.randn(300, 300, generator=g)], [torch.randn(300, 300, generator=g)]]
+    assert not keyed_cuda.supported(bases[0][0])
+    assert torch.equal(derive(bases, 7, Pools(3, fused=True))[0], derive(bases, 7, Pools(3))[0])
+    out = [torch.randn(50, 70, generator=g)]
+    assert torch.equal(project(out, 7, Pools(3, fused=True)), project(out, 7, Pools(3)))
+
+
+def _pair(n, dtype, seed=1):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(n, device="cuda", generator=g).to(dtype), torch.randn(n, device="cuda", generator=g).to(dtype)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_fused_mix_weighs_each_element_afresh_between_the_bases_alike_in_every_job(dtype):
+    a, b = _pair(1 << 20, dtype)
+    bases = [[a.view(1024, 1024)], [b.view(1024, 1024)]]
+    first = derive(bases, 11, Pools(5, fused=True))[0]
+    again = derive(bases, 11, Pools(9, fused=True))[0]  # another job (the pool seed plays no part in a fresh draw)
+    other = derive(bases, 12, Pools(5, fused=True))[0]
+    assert first.dtype == dtype and first.shape == (1024, 1024)
+    assert torch.equal(first, again)
+    flat = first.view(-1)
+    assert bool(((flat >= torch.minimum(a, b)) & (flat <= torch.maximum(a, b))).all()), "between the bases"
+    apart = (a.float() - b.float()).abs() > 0.5
+    u = ((flat.float() - a.float()) / (b.float() - a.float()))[apart]
+    assert 0.47 < float(u.mean()) < 0.53 and 0.27 < float(u.std()) < 0.31, "uniform in [0, 1) per element"
+    assert float(((flat == a) | (flat == b))[apart].float().mean()) < 0.02, "not a choice between the bases"
+    assert float((first != other).float().mean()) > 0.95, "another key mixes otherwise"
+
+
+@needs_gpu
+def test_the_fused_mix_keeps_the_first_base_where_the_difference_is_not_finite():
+    inf = float("inf")
+    a = torch.tensor([0.0, -inf, 1.0, inf, 3.0e38] * 100_000, device="cuda")
+    b = torch.tensor([1.0, -inf, 2.0, 5.0, -3.0e38] * 100_000, device="cuda")
+    mixed = derive([[a], [b]], 3, Pools(1, fused=True))[0]
+    kept = ~torch.isfinite(a - b)
+    assert torch.equal(mixed[kept], a[kept])
+    assert bool(torch.isfinite(mixed[~kept]).all()), "no NaN and no infinity made by the mix"
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_fused_projection_is_the_dot_product_with_its_gaussian_weights(dtype):
+    n = 3_000_001
+    y = _pair(n, dtype)[0]
+    y[5] = float("nan")  # non-finite terms count as zero, in both jobs alike
+    kernels = keyed_cuda.Kernels.load()
+    seed = keyed._seed(21, 1000)
+    weights = kernels.weights(n, seed, y.device)
+    assert abs(float(weights.mean())) < 0.01 and abs(float(weights.std()) - 1.0) < 0.01
+    expected = (weights.double() * y.double()).nan_to_num(0.0, 0.0, 0.0).sum()
+    got = project([y], 21, Pools(0, fused=True))
+    scale = float((weights.double() * y.double()).nan_to_num(0.0, 0.0, 0.0).abs().sum())
+    assert abs(float(got[0]) - float(expected)) <= 1e-6 * scale
+    assert float(project([y], 22, Pools(0, fused=True))[0]) != float(got[0]), "other keys weigh otherwise"
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_fused_bound_is_projection_bounds_formula_over_the_same_weights(dtype):
+    n = 1 << 21
+    y = _pair(n, dtype, seed=4)[0]
+    y[7] = float("inf")
+    seed = keyed._seed(5, 1000)
+    weights = keyed_cuda.Kernels.load().weights(n, seed, y.device).double()
+    values = y.double().nan_to_num(0.0, 0.0, 0.0)
+    values[7] = 0.0
+    r_tol, scale = keyed.tolerances(dtype, None, None)
+    tol = values.abs() * r_tol + scale * float(values.abs().max())
+    expected = keyed.SIGMAS * float((weights.square() * tol.square()).sum()) ** 0.5 \
+        + keyed.ROUNDING * float((weights.abs() * values.abs()).sum())
+    got = projection_bound([y], 5, Pools(0, fused=True), None, None)[0]
+    assert got == pytest.approx(expected, rel=1e-5)
+
+
+@needs_gpu
+def test_a_wrong_element_fails_the_fused_projection_check_and_a_right_answer_passes():
+    y = _pair(1 << 22, torch.float32, seed=6)[0]
+    pools = Pools(0, fused=True)
+    expected = project([y], 8, pools).tolist()
+    bounds = projection_bound([y], 8, pools, None, None)
+    within = y * (1 + 1e-6)
+    assert keyed.agree(project([within], 8, pools).tolist(), expected, bounds)
+    wrong = y.clone()
+    wrong[:4096] += 3.0  # 0.1% of the elements
+    assert not keyed.agree(project([wrong], 8, pools).tolist(), expected, bounds)
