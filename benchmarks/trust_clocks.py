@@ -83,7 +83,7 @@ def main() -> None:
             if t is not None:
                 row.update(parent_ms=t.candidate_ms, events_ms=t.device_events_ms, eager_ms=t.eager_ms,
                            speedup=t.speedup_vs_eager, interval=t.interval_vs_eager, rounds=t.rounds,
-                           calls=t.calls_per_batch, verified=t.verified_calls,
+                           calls=t.calls_per_batch, verified=t.verified_calls, harness=t.harness,
                            agreement_pct=100 * (t.device_events_ms - t.candidate_ms) / t.candidate_ms
                            if t.device_events_ms and t.candidate_ms else None)
             rows.append(row)

@@ -158,6 +158,9 @@ class Timing:
     # measured peaks (the peaks job, cached in the trusted store), over the candidate's time. 1.0 is the roof.
     sol_fraction: float | None = None
     sol_ms: float | None = None
+    # How the timed calls' inputs were mixed and their outputs projected (agent/engine/evaluate/keyed.py): "fused GPU
+    # kernels (keyed_cuda.py)", or "torch ops (why)". Both jobs alike; the harness's share is taken off either way.
+    harness: str = ""
     sol_bound: str = ""  # "memory" or "compute": which roof sets sol_ms
     achieved_bytes_per_s: float | None = None
     achieved_flops_per_s: float | None = None

@@ -31,7 +31,8 @@ def main() -> None:
             if t:
                 print(f"    cand {t.candidate_ms:.4f} ms events {t.device_events_ms} eager {t.eager_ms:.4f} compile {t.compile_ms} "
                       f"x{t.speedup_vs_eager:.3f} {t.interval_vs_eager} best {t.speedup_vs_best} rounds {t.rounds} "
-                      f"calls {t.calls_per_batch} verified {t.verified_calls} compile_note {t.compile_note!r}", flush=True)
+                      f"calls {t.calls_per_batch} verified {t.verified_calls} compile_note {t.compile_note!r} harness {t.harness!r}",
+                      flush=True)
             print("    seconds", {k: round(s, 2) for k, s in v.seconds.items()}, flush=True)
 
 

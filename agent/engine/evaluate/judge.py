@@ -165,6 +165,7 @@ def _timing(verdict: Verdict, out: Outcome, m: Measured, compile_cached: dict[st
         interval_vs_eager=eager_interval, interval_vs_compile=compile_interval, interval_vs_best=best_interval,
         rounds=m.rounds, calls_per_batch=dict(m.calls), verified_calls=m.verified_calls, device_events_ms=events,
         measured_by=dict(MEASURED_BY), variants=[_variant(label, v) for label, v in out.variants.items()],
+        harness=m.harness,
     )
     t = verdict.timing
     if events is not None and t.candidate_ms > 0:

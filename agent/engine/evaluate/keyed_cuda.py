@@ -197,9 +197,12 @@ class Kernels:
         if result != 0:
             raise RuntimeError(f"launching the harness's {name} kernel failed (CUDA driver error {result})")
 
-    def mix(self, a: torch.Tensor, b: torch.Tensor, seed: int, kept: torch.Tensor | None) -> torch.Tensor:
+    def mix(self, a: torch.Tensor, b: torch.Tensor, seed: int, kept: torch.Tensor | None,
+            out: torch.Tensor | None = None) -> torch.Tensor:
+        """The mix into `out` (a contiguous tensor like a), or into a new tensor."""
         a, b = a.contiguous(), b.contiguous()
-        out = torch.empty(a.shape, dtype=a.dtype, device=a.device)
+        if out is None:
+            out = torch.empty(a.shape, dtype=a.dtype, device=a.device)
         n = a.numel()
         kept_ptr: Any = kept if kept is not None else 0
         if kept is not None and kept.dtype != torch.bool:
@@ -301,12 +304,13 @@ def _blocks(n: int) -> int:
     return max(1, min(MOST_BLOCKS, -(-n // THREADS)))
 
 
-def available(build: Future[bytes] | None) -> bool:
-    """Whether this process could load the kernels, from `build` (start_compile) or compiling them now. The reference's
-    job asks, then tells the candidate's job (handing it the CUBIN through the parent)."""
+def unavailable(build: Future[bytes] | None) -> str:
+    """Why this process cannot load the kernels ("" where it can, from `build` (start_compile) or by compiling them now).
+    The reference's job asks, then tells the candidate's job (handing it the CUBIN through the parent); the reason
+    goes into the verdict's timing record (Timing.harness)."""
     try:
         if not _installed:
             install(build.result(timeout=300) if build is not None else compile_source(SOURCE, _arch()))
-    except Exception:  # noqa: BLE001 - no NVRTC, an old driver, a CPU build: the torch path stands
-        return False
-    return True
+    except Exception as exc:  # noqa: BLE001 - no NVRTC, an old driver, a CPU build: the torch path stands
+        return f"{type(exc).__name__}: {exc}"[:500]
+    return ""

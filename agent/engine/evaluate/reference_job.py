@@ -148,9 +148,11 @@ class _State:
                 # (keyed.FEW_OUTPUTS), and a candidate's job that mixed otherwise only gets its outputs wrong.
                 self.pools.fresh = reply["fresh_mix"] = few_outputs(self.stand_ins)
                 # Likewise the GPU's fused mix and projections (keyed_cuda.py): only where this job can compile them.
-                self.pools.fused = reply["fused_mix"] = self.device == "cuda" and keyed_cuda.available(self.harness_build)
+                why_not = keyed_cuda.unavailable(self.harness_build) if self.device == "cuda" else "not a GPU"
+                self.pools.fused = reply["fused_mix"] = not why_not
                 if self.pools.fused:  # the candidate's job loads the same binary, and compiles nothing
                     reply["harness_binary"] = base64.b64encode(keyed_cuda.Kernels.load().binary).decode()
+                reply["harness"] = "fused GPU kernels (keyed_cuda.py)" if self.pools.fused else f"torch ops ({why_not})"
                 return reply
             if name == "compile":
                 return self.compile()

@@ -63,6 +63,7 @@ class Measured:
     rounds: int = 0
     converged: bool = False
     harness_bound: set[str] = field(default_factory=set)  # functions whose calls were lost in the harness's share
+    harness: str = ""  # how the timed calls' inputs were mixed and outputs projected (the reference's job's word)
 
 
 @dataclass
@@ -198,6 +199,7 @@ class Session:
         t0 = time.monotonic()
         pool_seed = secrets.randbits(62)
         bases = self._ask_ref({"cmd": "bases", "pool_seed": pool_seed, "variant": variant})
+        m.harness = str(bases.get("harness", ""))[:600]
         self._ask_cand({**bases, "cmd": "bases", "pool_seed": pool_seed})
         if variant is None:
             self.outcome.seconds["timing.bases"] = time.monotonic() - t0

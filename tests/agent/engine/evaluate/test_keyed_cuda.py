@@ -120,3 +120,49 @@ def test_a_wrong_element_fails_the_fused_projection_check_and_a_right_answer_pas
     wrong = y.clone()
     wrong[:4096] += 3.0  # 0.1% of the elements
     assert not keyed.agree(project([wrong], 8, pools).tolist(), expected, bounds)
+
+
+_SUM_PROBLEM = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.sum(dim=1)
+
+
+def get_inputs():
+    return [torch.randn(512, 1024)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=needs_gpu)])
+def test_the_verdict_says_which_harness_mixed_and_projected_its_timed_calls(device, tmp_path):
+    from agent.engine.evaluate import EvalConfig, Evaluator
+    from agent.engine.sandbox import Limits
+
+    config = EvalConfig(device=device, compile_baseline=False, allow_any_torch_op=True, min_rounds=2, max_rounds=2,
+                        batch_ms=5.0, limits=Limits(wall_seconds=120, memory_bytes=4 << 30))
+    with Evaluator(config, cache_root=tmp_path) as evaluator:
+        verdict = evaluator.evaluate(_SUM_PROBLEM, _SUM_PROBLEM.replace("class Model(", "class ModelNew("))
+    assert verdict.accepted, verdict.message
+    expected = "fused GPU kernels (keyed_cuda.py)" if device == "cuda" else "torch ops (not a GPU)"
+    assert verdict.timing is not None and verdict.timing.harness == expected
+
+
+@needs_gpu
+def test_the_fused_mix_writes_each_input_into_one_buffer_reused_call_after_call():
+    a, b = _pair(1 << 16, torch.float32, seed=3)
+    pools = Pools(0, fused=True)
+    first = derive([[a], [b]], 1, pools)[0]
+    kept_copy = first.clone()
+    second = derive([[a], [b]], 2, pools)[0]
+    assert second.data_ptr() == first.data_ptr(), "no allocation per call"
+    assert not torch.equal(second, kept_copy), "the next call's values replace the last call's"
+    pools.release()  # a park drops it with the other device state
+    assert derive([[a], [b]], 2, pools)[0].equal(second)
