@@ -36,7 +36,7 @@ from agent.engine.memory_text import ran_out_of_memory, size_text
 from agent.engine.evaluate.peaks import PEAKS_PROTOCOL
 from agent.engine.evaluate.plan import TrialPlan
 from agent.engine.evaluate.progress import SILENT, Progress, Watcher
-from agent.engine.evaluate.session import ProblemFailed, Session, check_reference, describe_failure
+from agent.engine.evaluate.session import ProblemFailed, Session, check_reference, describe_failure, keeps_compile_baseline
 from agent.engine.sandbox import Job, Limits, Sandbox
 from agent.engine.verdict import BuildInfo, Flag, Stage, Status, Verdict, cap_log
 
@@ -338,10 +338,10 @@ class Evaluator:
             verdict = judge(outcome, cfg, build, compile_cached=cached if ratio is not None else None, peaks=peaks)
         verdict.memory = plan_.to_dict()
         m = outcome.measured
-        # Reused by later evaluations of other candidates: kept only from a steady measurement, so that a candidate
-        # whose leftover GPU work slowed this one's baselines (m.contended) cannot move another verdict.
-        if m is not None and m.compile and m.eager and verdict.timing is not None and ratio is None \
-                and m.converged and not m.contended and not m.mismatched_calls:
+        # Reused by later evaluations of other candidates: kept only from a steady measurement of the two baselines, so
+        # that a candidate whose leftover GPU work slowed this one's baselines (m.contended) cannot move another verdict.
+        if m is not None and verdict.timing is not None and verdict.timing.compile_ms and ratio is None \
+                and keeps_compile_baseline(m, cfg.max_interval_width):
             self._store_compile(baseline_key, {"ratio_to_eager": verdict.timing.compile_ms / verdict.timing.eager_ms,
                                                "compile_seconds": m.compile_seconds})
         if ncu and verdict.stage is Stage.DONE:

@@ -265,7 +265,12 @@ class Session:
             if (attempt >= 2 and spent >= target) or calls >= most:
                 break
             if attempt >= 1:
-                calls = min(calls * 2, most)
+                # Straight to the size this batch's time per call predicts, where that is more than twice as many (or
+                # once a batch lasted half the target, when the prediction is good): a call of a millisecond reaches a
+                # 50 ms batch in two steps instead of six doublings, each one more batch and, for the candidate, more
+                # calls for the reference's job to check.
+                predicted = _calls(1.1 * target, spent / calls)
+                calls = min(predicted if spent >= target / 2 else max(calls * 2, predicted), most)
         for keys, got in unchecked:
             self._check_batch(keys, got, m)
         return min(most, _calls(target, spent / calls))
@@ -498,6 +503,16 @@ def median_interval(samples: list[float]) -> tuple[float, float, float]:
 
 def _binomial_cdf(k: int, n: int) -> float:
     return sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+
+
+def keeps_compile_baseline(m: Measured, max_width: float) -> bool:
+    """Whether torch.compile's time against eager's, as this evaluation measured it, is steady enough to be stored and
+    reused by later evaluations of the problem: both measured, the ratio's own interval at most `max_width`, no
+    contended baseline batch and no wrong timed call. The candidate's own noise does not count: it would leave every
+    later turn compiling the reference again (on a loaded 2-core box ~20 s a turn: docs/benchmarks.md §15, session 18),
+    and the candidate's processes are stopped while the baselines run."""
+    return bool(m.compile and m.eager and not m.contended and not m.mismatched_calls
+                and _interval_width(_ratios(m.eager, m.compile)) <= max_width)
 
 
 def _interval_width(samples: list[float]) -> float:
