@@ -80,7 +80,7 @@ __device__ __forceinline__ double block_sum(double v, double* shared) {
 // the harness's kernels only by reading inputs not yet written or writing outputs already read.
 #define MIX(NAME, T, LOAD, STORE) \
 extern "C" __global__ void NAME(const T* a, const T* b, const unsigned char* kept, T* out, u64 n, u64 seed) { \
-    u64 start = hash64(seed, n) % n; \
+    u64 start = n ? hash64(seed, n) % n : 0ull;  /* no division by zero for an empty tensor */ \
     for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (u64)gridDim.x * blockDim.x) { \
         u64 i = k + start < n ? k + start : k + start - n; \
         float x = LOAD(a, i), y = LOAD(b, i); \
@@ -102,7 +102,7 @@ extern "C" __global__ void NAME(const T* y, double* partials, unsigned int* done
     __shared__ double shared[32]; \
     __shared__ bool last; \
     double s = 0.0; \
-    u64 start = hash64(seed, n) % n; \
+    u64 start = n ? hash64(seed, n) % n : 0ull;  /* no division by zero for an empty tensor */ \
     for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (u64)gridDim.x * blockDim.x) { \
         u64 i = k + start < n ? k + start : k + start - n; \
         float p = gaussian(seed, i) * LOAD(y, i); \
