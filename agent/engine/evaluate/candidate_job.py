@@ -26,7 +26,7 @@ from agent.engine.evaluate.batch import ping, as_list, parking, run_batch
 from agent.engine.evaluate.channel import JobEnd
 from agent.engine.evaluate.codec import write_result
 from agent.engine.evaluate.jobs import CANDIDATE_MODULE, extension_router, setup_device
-from agent.engine.evaluate import keyed_cuda
+import agent.engine.evaluate.keyed_cuda as keyed_cuda
 from agent.engine.evaluate.keyed import Pools
 from agent.engine.evaluate.loader import exec_module
 from agent.engine.evaluate.memory import poison_blocks

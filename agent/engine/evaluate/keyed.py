@@ -31,7 +31,7 @@ from typing import Any, Iterator
 
 import torch
 
-from agent.engine.evaluate import keyed_cuda
+import agent.engine.evaluate.keyed_cuda as keyed_cuda
 from agent.engine.evaluate.compare import tolerances
 
 SIGMAS = 6.0

@@ -258,7 +258,7 @@ def start_compile() -> Future[bytes]:
     def build() -> None:
         try:
             future.set_result(compile_source(SOURCE, arch))
-        except BaseException as exc:  # noqa: BLE001 - handed to whoever collects it (available())
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever collects it (unavailable())
             future.set_exception(exc)
 
     threading.Thread(target=build, name="kstudio-harness-build", daemon=True).start()

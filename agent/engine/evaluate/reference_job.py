@@ -30,7 +30,7 @@ from agent.engine.evaluate.channel import JobEnd
 from agent.engine.evaluate.codec import write_result
 from agent.engine.evaluate.compare import compare_outputs
 from agent.engine.evaluate.jobs import PROBLEM_MODULE, hardware_facts, setup_device, work_estimate
-from agent.engine.evaluate import keyed_cuda
+import agent.engine.evaluate.keyed_cuda as keyed_cuda
 from agent.engine.evaluate.keyed import Pools, derive, few_outputs, project, projection_bound
 from agent.engine.evaluate.loader import exec_module
 from agent.engine.evaluate.memory import CHUNK_BYTES
