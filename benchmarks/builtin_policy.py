@@ -100,12 +100,13 @@ def _failure(example: str, reason: str, stderr: str | None, exit_code: int | Non
             "exit_code": exit_code, "stderr_tail": tail, "process_seconds": elapsed}
 
 
-def prebuild(paths: list[Path], device: str, jobs: int) -> float:
+def prebuild(paths: list[Path], device: str, jobs: int, first: int | None = None) -> float:
     """Compile every variant the policy will propose for these problems into the shared build cache, `jobs` builds at
     once, so that the runs after it time turns, not nvcc (a lent GPU box's minutes are short; its 16 cores build in
     parallel what the runs would build one after the other). The sources are the policy's own (the same trace, plan,
     variants and templates: policy.make_plan); a problem the policy does not plan, or a variant with nothing to
-    compile (library calls alone), is skipped. Returns the seconds it took."""
+    compile (library calls alone), is skipped. `first`: only each problem's first that many variants (the policy stops
+    at a variant near its roof, so the later ones are often never evaluated). Returns the seconds it took."""
     from concurrent.futures import ThreadPoolExecutor
     import tempfile
 
@@ -123,7 +124,7 @@ def prebuild(paths: list[Path], device: str, jobs: int) -> float:
             except Exception as exc:  # noqa: BLE001 - PolicyError, or a problem that fails to trace: its run says why
                 print(f"prebuild {path.stem}: not planned ({str(exc)[:120]})", file=sys.stderr, flush=True)
                 continue
-            for i, variant in enumerate(variants(plan, device)):
+            for i, variant in enumerate(variants(plan, device)[:first]):
                 source = candidate_source(plan, variant, device)
                 if "load_inline(" in source:
                     file = folder / f"{path.stem}_{i}.py"
@@ -310,7 +311,8 @@ def kernelbench_problems(root: Path, levels: list[int]) -> list[tuple[int, Path]
 
 
 def run_kernelbench(root: Path, levels: list[int], *, device: str, max_turns: int, timeout: float, state: Path,
-                    seconds: float | None = None, prebuild_jobs: int = 0, prebuild_window: int = 24) -> list[Result]:
+                    seconds: float | None = None, prebuild_jobs: int = 0, prebuild_window: int = 24,
+                    prebuild_first: int | None = None) -> list[Result]:
     """The policy on each problem not yet in `state`, appending one line per problem as it ends; returns every line
     of the state (the earlier passes' too). Starts no problem once `seconds` have passed (but always one per pass).
     `prebuild_jobs`: first compile the variants of the next `prebuild_window` problems without a line, that many
@@ -320,7 +322,7 @@ def run_kernelbench(root: Path, levels: list[int], *, device: str, max_turns: in
     started, ran = time.monotonic(), 0
     if prebuild_jobs:
         pending = [path for level, path in kernelbench_problems(root, levels) if (level, path.stem) not in seen]
-        took = prebuild(pending[:prebuild_window], device, prebuild_jobs)
+        took = prebuild(pending[:prebuild_window], device, prebuild_jobs, prebuild_first)
         print(f"prebuilt the variants of the next {min(len(pending), prebuild_window)} problems in {took:.1f} s",
               file=sys.stderr, flush=True)
     for level, path in kernelbench_problems(root, levels):
@@ -398,6 +400,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="with a KernelBench checkout: run the policy on every problem instead of counting plans")
     parser.add_argument("--state", type=Path, default=Path("var/builtin_kernelbench.jsonl"),
                         help="with --run: one JSON line per finished problem; a rerun skips them")
+    parser.add_argument("--prebuild-variants", type=int, default=None, metavar="K",
+                        help="with --prebuild: only each problem's first K variants (default: all)")
     parser.add_argument("--seconds", type=float, default=None, help="with --run: start no problem after this many seconds")
     parser.add_argument("--prebuild-window", type=int, default=24, metavar="N",
                         help="with --run and --prebuild: prebuild the variants of the next N problems without a state line")
@@ -406,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
         args.state.parent.mkdir(parents=True, exist_ok=True)
         lines = run_kernelbench(args.kernelbench, [int(x) for x in args.levels.split(",") if x.strip()], device=args.device,
                                 max_turns=args.max_turns, timeout=args.timeout, state=args.state, seconds=args.seconds,
-                                prebuild_jobs=args.prebuild, prebuild_window=args.prebuild_window)
+                                prebuild_jobs=args.prebuild, prebuild_window=args.prebuild_window,
+                                prebuild_first=args.prebuild_variants)
         report = run_markdown(lines, machine(args.device))
         if args.out:
             args.out.write_text(report)
@@ -421,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = _examples(args.only)
     host = machine(args.device)
     if args.prebuild:
-        print(f"prebuilt every variant in {prebuild(paths, args.device, args.prebuild):.1f} s", file=sys.stderr, flush=True)
+        print(f"prebuilt every variant in {prebuild(paths, args.device, args.prebuild, args.prebuild_variants):.1f} s", file=sys.stderr, flush=True)
     results: list[Result] = []
     for path in paths:
         print(f"{path.stem} ...", file=sys.stderr, flush=True)

@@ -29,6 +29,11 @@ _STATUS = re.compile(r"^status: (\w+)", re.M)
 _MESSAGE = re.compile(r"^message: (.*)$", re.M)
 _CANDIDATE_MS = re.compile(r"^\s*candidate\s+([0-9.]+)", re.M)
 _SPEEDUP = re.compile(r"^\s*eager\s+[0-9.]+ \[[^\]]*\]\s+speedup ([0-9.]+)x", re.M)
+_SOL = re.compile(r"; ([0-9.]+)% of the speed of light")
+# A variant this close to its roof ends the search: on the H100 the memory roof measured by the peaks job is ~3.2 TB/s
+# and eager's own ReLU at KernelBench's size reaches 94% of it, so the rest of the variants can only be as fast, and each
+# costs a full evaluation (minutes at that size: docs/benchmarks.md §14).
+NEAR_ROOF = 0.92
 
 
 class BuiltinPolicy:
@@ -61,7 +66,8 @@ class BuiltinPolicy:
             # The engine's limit: the same for every variant, and no gap in the templates.
             raise PolicyError("the problem does not fit the device's memory (the evaluation engine's capacity verdict: "
                               f"{limit['message']}); no kernel can change that, so the built-in policy stops here")
-        if len(tried) < len(options):
+        near = _near_roof(tried)
+        if len(tried) < len(options) and near is None:
             variant = options[len(tried)]
             text = self._proposal(plan, variant, tried, len(options))
             call = ToolCall(f"call_{turn_index}_0", "write_candidate",
@@ -73,8 +79,14 @@ class BuiltinPolicy:
                                   + "; ".join(f"variant {i + 1}: {t['status']}" for i, t in enumerate(tried))
                                   + ". This is a gap in our templates; please report the problem module")
             best = max(accepted, key=lambda t: t["speedup"] or 0.0)
-            text = (f"All {len(options)} variants measured. The fastest accepted one is variant "
-                    f"{tried.index(best) + 1} ({_figures(best)}); submitting it.")
+            if near is not None and len(tried) < len(options):
+                text = (f"Variant {len(tried)} runs at {near:.0%} of the speed of light, within {1 - NEAR_ROOF:.0%} of "
+                        f"the roof: the other {len(options) - len(tried)} variants could not gain more than that, so "
+                        f"the search stops. Submitting the fastest accepted one, variant {tried.index(best) + 1} "
+                        f"({_figures(best)}).")
+            else:
+                text = (f"All {len(options)} variants measured. The fastest accepted one is variant "
+                        f"{tried.index(best) + 1} ({_figures(best)}); submitting it.")
             call = ToolCall(f"call_{turn_index}_0", "submit", json.dumps({"candidate": "best"}))
         if on_text is not None:
             for i in range(0, len(text), self.chunk_chars):
@@ -130,6 +142,14 @@ def _figures(t: dict[str, Any]) -> str:
     return ", ".join(parts) or "not timed"
 
 
+def _near_roof(tried: list[dict[str, Any]]) -> float | None:
+    """The last variant's fraction of the speed of light where it was accepted at NEAR_ROOF or more, else None."""
+    last = tried[-1] if tried else None
+    if last is None or last["status"] != "accepted" or last["sol"] is None or last["sol"] < NEAR_ROOF:
+        return None
+    return float(last["sol"])
+
+
 def _tried(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The verdict of every write_candidate so far, read from the tool results as a model reads them."""
     calls = {c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls", [])
@@ -140,7 +160,8 @@ def _tried(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             text = m.get("content") or ""
             status = _STATUS.search(text)
             ms, speedup = _CANDIDATE_MS.search(text), _SPEEDUP.search(text)
-            message = _MESSAGE.search(text)
+            message, sol = _MESSAGE.search(text), _SOL.search(text)
             out.append({"status": status.group(1) if status else "error", "message": message.group(1) if message else "",
-                        "ms": float(ms.group(1)) if ms else None, "speedup": float(speedup.group(1)) if speedup else None})
+                        "ms": float(ms.group(1)) if ms else None, "speedup": float(speedup.group(1)) if speedup else None,
+                        "sol": float(sol.group(1)) / 100 if sol else None})
     return out

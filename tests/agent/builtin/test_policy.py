@@ -65,6 +65,25 @@ def test_each_turn_reads_the_last_verdict_like_a_model_would(evaluator):
     assert third.tool_calls[0].name == "submit" and "variant 1" in third.text
 
 
+def test_a_variant_near_the_roof_ends_the_search_and_one_below_it_does_not(evaluator):
+    source = (EXAMPLES / "relu_scale_bias.py").read_text()
+    policy = BuiltinPolicy(source, lambda s: trace_graph(evaluator, s), "cuda")
+    first = policy.respond([{"role": "system", "content": "x"}], [])
+
+    def after(sol: float) -> object:
+        return policy.respond([first.as_message(), {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content":
+                               "status: accepted (reached stage timing)\ntiming (median ms [p10-p90]):\n"
+                               "  candidate     4.3230 [4.3-4.4]\n  eager         4.2880 [4.2-4.3]  speedup 0.99x\n"
+                               f"  headline: 0.99x vs the faster of eager and torch.compile; {sol:.1%} of the speed of "
+                               "light (memory-bound, 4.0380 ms at the device's measured peaks)"}], [])
+
+    near = after(0.934)
+    assert near.tool_calls[0].name == "submit" and "93% of the speed of light" in near.text
+    assert "the search stops" in near.text and "variant 1 (4.3230 ms, 0.99x vs eager)" in near.text
+    below = after(0.851)
+    assert below.tool_calls[0].name == "write_candidate" and "Next, variant 2" in below.text
+
+
 def test_a_capacity_verdict_stops_it_without_blaming_its_templates(evaluator):
     source = (EXAMPLES / "relu_scale_bias.py").read_text()
     policy = BuiltinPolicy(source, lambda s: trace_graph(evaluator, s), "cpu")
