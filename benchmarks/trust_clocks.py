@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -35,19 +37,33 @@ def _traced(path: Path) -> dict[str, str]:
     out = path.open("w")
     reference_batch, candidate_batch = Session._reference_batch, Session._run_candidate_batch
 
-    def write(kind: str, n: int, seconds: float, events: float | None) -> None:
+    def write(kind: str, n: int, seconds: float, events: float | None, parts: Any = None) -> None:
         out.write(json.dumps({"example": state["example"], "batch": kind, "calls": n, "seconds": seconds,
-                              "events_ms": events}) + "\n")
+                              "events_ms": events, "parts_ms": parts}) + "\n")
         out.flush()
 
     def ref(self, model, keys, events=False):
-        got = reference_batch(self, model, keys, events)
-        write(model, len(keys), got[0], got[2])
+        replies: list[Any] = []
+        receive = self.ref.receive
+
+        def kept(*args: Any, **kwargs: Any) -> Any:  # the batch's own reply, for its parts (--parts)
+            got = receive(*args, **kwargs)
+            replies.append(got[0])
+            return got
+
+        self.ref.receive = kept
+        try:
+            got = reference_batch(self, model, keys, events)
+        finally:
+            self.ref.receive = receive
+        parts = replies[-1].get("parts_ms") if replies and isinstance(replies[-1], dict) else None
+        write(model, len(keys), got[0], got[2], parts)
         return got
 
     def cand(self, keys):
         seconds, reply = candidate_batch(self, keys)
-        write("candidate", len(keys), seconds, reply.get("events_ms") if isinstance(reply, dict) else None)
+        reply = reply if isinstance(reply, dict) else {}
+        write("candidate", len(keys), seconds, reply.get("events_ms"), reply.get("parts_ms"))
         return seconds, reply
 
     Session._reference_batch, Session._run_candidate_batch = ref, cand
@@ -63,10 +79,17 @@ def main() -> None:
     parser.add_argument("--batch-ms", type=float, default=None, help="timed batches' length (EvalConfig.batch_ms)")
     parser.add_argument("--trace", type=Path, default=None,
                         help="write every timed batch (which, calls, parent seconds, device events ms) as JSON lines")
+    parser.add_argument("--parts", action="store_true",
+                        help="with --trace: each batch's device time per call of its inputs, call, projections and the gaps "
+                             "between calls (KSTUDIO_BATCH_PARTS=1 in both jobs: events of their own in every batch)")
+    parser.add_argument("--problem", type=Path, action="append", default=[],
+                        help="also a problem file of elsewhere (a KernelBench problem at its own size), as its own candidate")
     args = parser.parse_args()
+    if args.parts:
+        os.environ["KSTUDIO_BATCH_PARTS"] = "1"  # read by the jobs (the sandbox passes the parent's environment on)
     trace = _traced(args.trace) if args.trace else None
     names = [n for n in args.only.split(",") if n]
-    paths = sorted(p for p in (ROOT / "examples").glob("*.py") if not names or p.stem in names)
+    paths = sorted(p for p in (ROOT / "examples").glob("*.py") if not names or p.stem in names) + args.problem
     rows = []
     config = EvalConfig(device=args.device, compile_baseline=args.compile, backend="cuda" if args.device == "cuda" else "cpp",
                         batch_ms=args.batch_ms)

@@ -6,6 +6,7 @@ figure the parent compares with its own and never takes on trust.
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Callable
 
 import torch
@@ -18,6 +19,11 @@ def as_list(result: Any) -> list[Any]:
     return list(result) if isinstance(result, (tuple, list)) else [result]
 
 
+# Diagnostics only (benchmarks/trust_clocks.py --parts): device events between each call's inputs, call and projections,
+# summed per part and reported beside the batch. Off in every evaluation: the events are work of their own in the batch.
+PARTS = os.environ.get("KSTUDIO_BATCH_PARTS") == "1"
+
+
 def run_batch(fn: Callable[..., Any], bases: list[list[Any]], keys: list[int], device: str, pools: Pools) -> dict[str, Any]:
     """Calls fn once per key on that key's inputs; returns each call's projections (and device events)."""
     cuda = device == "cuda"
@@ -25,13 +31,25 @@ def run_batch(fn: Callable[..., Any], bases: list[list[Any]], keys: list[int], d
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
     sums = []
+    marks: list[list[Any]] = []
+    mark = _marker(marks) if cuda and PARTS else None
     with torch.no_grad():
         for key in keys:
-            outs = as_list(fn(*derive(bases, key, pools)))
+            if mark:
+                marks.append([])
+                mark()
+            inputs = derive(bases, key, pools)
+            if mark:
+                mark()
+            outs = as_list(fn(*inputs))
+            if mark:
+                mark()
             bad = [type(o).__name__ for o in outs if type(o) is not torch.Tensor]
             if bad:
                 raise TypeError(f"forward returned {', '.join(bad)} instead of torch.Tensor outputs")
             sums.append(project(outs, key, pools))
+            if mark:
+                mark()
     if cuda:
         end.record()
         # Every stream's work, not only the current one's, inside the batch and so inside the parent's clock: work a
@@ -43,7 +61,27 @@ def run_batch(fn: Callable[..., Any], bases: list[list[Any]], keys: list[int], d
     reply: dict[str, Any] = {"projections": projections}
     if cuda:
         reply["events_ms"] = start.elapsed_time(end)
+    if marks:
+        reply["parts_ms"] = _parts(marks)
     return reply
+
+
+def _marker(marks: list[list[Any]]) -> Callable[[], None]:
+    def mark() -> None:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        marks[-1].append(event)
+    return mark
+
+
+def _parts(marks: list[list[Any]]) -> dict[str, float]:
+    """Device time per call of each part (ms, means over the batch), and the gaps between calls."""
+    n = len(marks)
+    inputs = sum(m[0].elapsed_time(m[1]) for m in marks) / n
+    call = sum(m[1].elapsed_time(m[2]) for m in marks) / n
+    projection = sum(m[2].elapsed_time(m[3]) for m in marks) / n
+    gaps = sum(a[3].elapsed_time(b[0]) for a, b in zip(marks, marks[1:])) / max(n - 1, 1)
+    return {"inputs": inputs, "call": call, "projection": projection, "between_calls": gaps}
 
 
 def parking(state: Any, name: str) -> dict[str, Any] | None:

@@ -38,13 +38,26 @@ __device__ __forceinline__ u64 hash64(u64 seed, u64 i) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
-// uniform in [0, 1), 24 bits
-__device__ __forceinline__ float uniform(u64 seed, u64 i) { return (float)(hash64(seed, i) >> 40) * 5.9604645e-8f; }
-__device__ __forceinline__ float gaussian(u64 seed, u64 i) {
-    u64 h = hash64(seed, i);
+// Two uniforms in [0, 1) of 24 bits each from one hash: elements 2m and 2m + 1 share hash m.
+__device__ __forceinline__ void uniform2(u64 seed, u64 pair, float& u0, float& u1) {
+    u64 h = hash64(seed, pair);
+    u0 = (float)(h >> 40) * 5.9604645e-8f;
+    u1 = (float)((h >> 16) & 0xFFFFFFull) * 5.9604645e-8f;
+}
+__device__ __forceinline__ float uniform(u64 seed, u64 i) {
+    float u0, u1; uniform2(seed, i >> 1, u0, u1); return (i & 1ull) ? u1 : u0;
+}
+// Two standard normals from one hash (Box-Muller, both of its outputs), for elements 2m and 2m + 1.
+__device__ __forceinline__ void gaussian2(u64 seed, u64 pair, float& g0, float& g1) {
+    u64 h = hash64(seed, pair);
     float u1 = (float)((h >> 40) + 1ull) * 5.9604645e-8f;  // (0, 1]
     float u2 = (float)(h & 0xFFFFFFull) * 5.9604645e-8f;
-    return sqrtf(-2.0f * __logf(u1)) * __cosf(6.2831853f * u2);  // fast intrinsics: the projection stays memory-bound
+    float r = sqrtf(-2.0f * __logf(u1)), s, c;
+    __sincosf(6.2831853f * u2, &s, &c);  // fast intrinsics: the projection stays memory-bound
+    g0 = r * c; g1 = r * s;
+}
+__device__ __forceinline__ float gaussian(u64 seed, u64 i) {
+    float g0, g1; gaussian2(seed, i >> 1, g0, g1); return (i & 1ull) ? g1 : g0;
 }
 
 __device__ __forceinline__ float load_f32(const float* p, u64 i) { return p[i]; }
@@ -61,6 +74,35 @@ __device__ __forceinline__ void store_bf16(u16* p, u64 i, float v) {
     p[i] = (v != v) ? (u16)0x7FC0 : (u16)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);  // round to nearest even
 }
 
+// Groups of four consecutive elements (group g: elements 4g..4g+3), one 16-byte (float) or 8-byte (half) access where
+// the tensor is aligned for it, four single ones where not: the same values and order either way. Four elements per
+// access keep enough bytes in flight to run at the memory's speed (one float per thread ran the mix at ~1.1 TB/s and
+// the projection at ~1.1 TB/s on the H100, most of every memory-bound batch: docs/benchmarks.md §15, session 19).
+__device__ __forceinline__ void load4_f32(const float* p, u64 g, bool vec, float v[4]) {
+    if (vec) { float4 t = reinterpret_cast<const float4*>(p)[g]; v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w; }
+    else { for (int k = 0; k < 4; ++k) v[k] = p[4 * g + k]; }
+}
+__device__ __forceinline__ void store4_f32(float* p, u64 g, bool vec, const float v[4]) {
+    if (vec) { reinterpret_cast<float4*>(p)[g] = make_float4(v[0], v[1], v[2], v[3]); }
+    else { for (int k = 0; k < 4; ++k) p[4 * g + k] = v[k]; }
+}
+#define HALF4(SUFFIX) \
+__device__ __forceinline__ void load4_##SUFFIX(const u16* p, u64 g, bool vec, float v[4]) { \
+    if (vec) { \
+        uint2 t = reinterpret_cast<const uint2*>(p)[g]; \
+        u16 h[4] = {(u16)(t.x & 0xFFFFu), (u16)(t.x >> 16), (u16)(t.y & 0xFFFFu), (u16)(t.y >> 16)}; \
+        for (int k = 0; k < 4; ++k) v[k] = load_##SUFFIX(h, k); \
+    } else { for (int k = 0; k < 4; ++k) v[k] = load_##SUFFIX(p, 4 * g + k); } \
+} \
+__device__ __forceinline__ void store4_##SUFFIX(u16* p, u64 g, bool vec, const float v[4]) { \
+    u16 h[4]; \
+    for (int k = 0; k < 4; ++k) store_##SUFFIX(h, k, v[k]); \
+    if (vec) { reinterpret_cast<uint2*>(p)[g] = make_uint2((u32)h[0] | ((u32)h[1] << 16), (u32)h[2] | ((u32)h[3] << 16)); } \
+    else { for (int k = 0; k < 4; ++k) p[4 * g + k] = h[k]; } \
+}
+HALF4(f16)
+HALF4(bf16)
+
 __device__ __forceinline__ bool finite(float v) { return (__float_as_uint(v) & 0x7F800000u) != 0x7F800000u; }
 
 __device__ __forceinline__ double block_sum(double v, double* shared) {
@@ -75,37 +117,65 @@ __device__ __forceinline__ double block_sum(double v, double* shared) {
 }
 
 // out[i] = a[i] + u_i (b[i] - a[i]), u_i uniform in [0, 1) fresh for the seed; a[i] where kept[i]. Computed in float32
-// and held between the two bases (rounding could step past the nearer one). Elements are visited from a keyed start
-// (as the projection's are): work a forward leaves running on a stream of its own, in the elements' order, overlaps
-// the harness's kernels only by reading inputs not yet written or writing outputs already read.
-#define MIX(NAME, T, LOAD, STORE) \
-extern "C" __global__ void NAME(const T* a, const T* b, const unsigned char* kept, T* out, u64 n, u64 seed) { \
-    u64 start = n ? hash64(seed, n) % n : 0ull;  /* no division by zero for an empty tensor */ \
-    for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (u64)gridDim.x * blockDim.x) { \
-        u64 i = k + start < n ? k + start : k + start - n; \
-        float x = LOAD(a, i), y = LOAD(b, i); \
-        float v = fmaf(uniform(seed, i), y - x, x); \
-        v = fminf(fmaxf(v, fminf(x, y)), fmaxf(x, y)); \
-        if (kept != 0 && kept[i]) v = x; \
-        STORE(out, i, v); \
+// and held between the two bases (rounding could step past the nearer one). Groups of four elements are visited from a
+// keyed start (as the projection's are): work a forward leaves running on a stream of its own, in the elements' order,
+// overlaps the harness's kernels only by reading inputs not yet written or writing outputs already read. The last
+// n mod 4 elements are block 0's. `vec`: every pointer is aligned for the group's single access.
+#define MIX(NAME, T, SUFFIX) \
+extern "C" __global__ void NAME(const T* a, const T* b, const unsigned char* kept, T* out, u64 n, u64 seed, u64 vec) { \
+    const u64 groups = n >> 2; \
+    const u64 start = groups ? hash64(seed, n) % groups : 0ull;  /* no division by zero for a tiny tensor */ \
+    for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < groups; k += (u64)gridDim.x * blockDim.x) { \
+        const u64 g = k + start < groups ? k + start : k + start - groups; \
+        float x[4], y[4], u[4], v[4]; \
+        load4_##SUFFIX(a, g, vec != 0, x); \
+        load4_##SUFFIX(b, g, vec != 0, y); \
+        uniform2(seed, 2 * g, u[0], u[1]); \
+        uniform2(seed, 2 * g + 1, u[2], u[3]); \
+        for (int j = 0; j < 4; ++j) { \
+            float m = fmaf(u[j], y[j] - x[j], x[j]); \
+            m = fminf(fmaxf(m, fminf(x[j], y[j])), fmaxf(x[j], y[j])); \
+            v[j] = (kept != 0 && kept[4 * g + j]) ? x[j] : m; \
+        } \
+        store4_##SUFFIX(out, g, vec != 0, v); \
+    } \
+    if (blockIdx.x == 0 && threadIdx.x < (n & 3ull)) { \
+        const u64 i = 4 * groups + threadIdx.x; \
+        float x = load_##SUFFIX(a, i), y = load_##SUFFIX(b, i); \
+        float m = fmaf(uniform(seed, i), y - x, x); \
+        m = fminf(fmaxf(m, fminf(x, y)), fmaxf(x, y)); \
+        store_##SUFFIX(out, i, (kept != 0 && kept[i]) ? x : m); \
     } \
 }
-MIX(keyed_mix_f32, float, load_f32, store_f32)
-MIX(keyed_mix_f16, u16, load_f16, store_f16)
-MIX(keyed_mix_bf16, u16, load_bf16, store_bf16)
+MIX(keyed_mix_f32, float, f32)
+MIX(keyed_mix_f16, u16, f16)
+MIX(keyed_mix_bf16, u16, bf16)
 
 // *result = sum over the elements of w_i y_i, non-finite terms counted as zero: each block writes its sum to
 // partials, and the last block to finish (counted in *done, which it sets back to zero) adds them up in block order,
-// so that one launch gives the figure and every job reduces alike.
-#define PROJECT(NAME, T, LOAD) \
-extern "C" __global__ void NAME(const T* y, double* partials, unsigned int* done, double* result, u64 n, u64 seed) { \
+// so that one launch gives the figure and every job reduces alike (groups of four from a keyed start, as the mix).
+#define PROJECT(NAME, T, SUFFIX) \
+extern "C" __global__ void NAME(const T* y, double* partials, unsigned int* done, double* result, u64 n, u64 seed, \
+                                u64 vec) { \
     __shared__ double shared[32]; \
     __shared__ bool last; \
     double s = 0.0; \
-    u64 start = n ? hash64(seed, n) % n : 0ull;  /* no division by zero for an empty tensor */ \
-    for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (u64)gridDim.x * blockDim.x) { \
-        u64 i = k + start < n ? k + start : k + start - n; \
-        float p = gaussian(seed, i) * LOAD(y, i); \
+    const u64 groups = n >> 2; \
+    const u64 start = groups ? hash64(seed, n) % groups : 0ull;  /* no division by zero for a tiny tensor */ \
+    for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < groups; k += (u64)gridDim.x * blockDim.x) { \
+        const u64 g = k + start < groups ? k + start : k + start - groups; \
+        float v[4], w[4]; \
+        load4_##SUFFIX(y, g, vec != 0, v); \
+        gaussian2(seed, 2 * g, w[0], w[1]); \
+        gaussian2(seed, 2 * g + 1, w[2], w[3]); \
+        for (int j = 0; j < 4; ++j) { \
+            float p = w[j] * v[j]; \
+            if (finite(p)) s += (double)p; \
+        } \
+    } \
+    if (blockIdx.x == 0 && threadIdx.x < (n & 3ull)) { \
+        const u64 i = 4 * groups + threadIdx.x; \
+        float p = gaussian(seed, i) * load_##SUFFIX(y, i); \
         if (finite(p)) s += (double)p; \
     } \
     s = block_sum(s, shared); \
@@ -121,9 +191,9 @@ extern "C" __global__ void NAME(const T* y, double* partials, unsigned int* done
     t = block_sum(t, shared); \
     if (threadIdx.x == 0) { *result = t; *done = 0u; } \
 }
-PROJECT(keyed_project_f32, float, load_f32)
-PROJECT(keyed_project_f16, u16, load_f16)
-PROJECT(keyed_project_bf16, u16, load_bf16)
+PROJECT(keyed_project_f32, float, f32)
+PROJECT(keyed_project_f16, u16, f16)
+PROJECT(keyed_project_bf16, u16, bf16)
 
 // The bound's sums over the block's elements (y non-finite counted as zero), with the projection's weights w:
 // partials[5 * block + k] = sum w^2 y^2, sum w^2 |y|, sum w^2, sum |w y|, max |y|.
@@ -188,6 +258,7 @@ class Kernels:
         return _installed[0] if _installed else install(compile_source(SOURCE, _arch()))
 
     def _launch(self, name: str, n: int, *args: Any) -> None:
+        """`n`: the threads' work items (elements, or groups of four for the mix and the projection)."""
         blocks = _blocks(n)
         c_args = [ctypes.c_void_p(a.data_ptr()) if isinstance(a, torch.Tensor) else ctypes.c_uint64(a) for a in args]
         pointers = (ctypes.c_void_p * len(c_args))(*(ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in c_args))
@@ -207,7 +278,7 @@ class Kernels:
         kept_ptr: Any = kept if kept is not None else 0
         if kept is not None and kept.dtype != torch.bool:
             raise TypeError("the kept mask must be bool")
-        self._launch(f"keyed_mix_{SUFFIX[a.dtype]}", n, a, b, kept_ptr, out, n, seed)
+        self._launch(f"keyed_mix_{SUFFIX[a.dtype]}", n // 4, a, b, kept_ptr, out, n, seed, _vector(a, b, out))
         return out
 
     def project(self, y: torch.Tensor, seed: int, result: int) -> None:
@@ -220,7 +291,7 @@ class Kernels:
             self._scratch = (torch.empty(MOST_BLOCKS, dtype=torch.float64, device=flat.device),
                              torch.zeros(1, dtype=torch.int32, device=flat.device))
         partials, done = self._scratch
-        self._launch(f"keyed_project_{SUFFIX[flat.dtype]}", n, flat, partials, done, result, n, seed)
+        self._launch(f"keyed_project_{SUFFIX[flat.dtype]}", n // 4, flat, partials, done, result, n, seed, _vector(flat))
 
     def bound_sums(self, y: torch.Tensor, seed: int) -> tuple[float, float, float, float, float]:
         """(sum w^2 y^2, sum w^2 |y|, sum w^2, sum |w y|, max |y|), non-finite y counted as zero."""
@@ -302,6 +373,12 @@ def _check(nvrtc: Any, result: int) -> None:
 
 def _blocks(n: int) -> int:
     return max(1, min(MOST_BLOCKS, -(-n // THREADS)))
+
+
+def _vector(*tensors: torch.Tensor) -> int:
+    """1 where every tensor's address allows the kernels' one access per group of four elements (16 bytes for float32,
+    8 for the half types), else 0 (four single accesses: the same values, the same order)."""
+    return int(all(t.data_ptr() % (4 * t.element_size()) == 0 for t in tensors))
 
 
 def unavailable(build: Future[bytes] | None) -> str:

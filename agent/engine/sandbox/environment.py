@@ -18,6 +18,7 @@ ALLOWED = frozenset({
     "KSTUDIO_CACHE_DIR", "KSTUDIO_CUDA_ARCH", "TORCH_EXTENSIONS_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
     "KSTUDIO_JOB_ROOT", "KSTUDIO_PRIVATE_DIR", "KSTUDIO_TRUSTED_DIR",
     "TORCH_CUDA_ARCH_LIST", "CC", "CXX", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHASHSEED",
+    "KSTUDIO_BATCH_PARTS",  # diagnostics: each batch's device time by part (evaluate/batch.py)
 })
 # Directories shared between jobs (caches): visible to every job, READ-ONLY (kept visible even when they
 # live under /tmp). Only the trusted side writes them (agent/engine/build/cache.py installs; docs/threat-model.md).

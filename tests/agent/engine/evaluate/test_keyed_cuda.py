@@ -64,6 +64,19 @@ def test_the_fused_mix_weighs_each_element_afresh_between_the_bases_alike_in_eve
 
 
 @needs_gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_harness_kernels_give_the_same_values_whether_or_not_a_tensor_allows_their_wide_accesses(dtype):
+    # A view one element in is not aligned for a group's single 16- or 8-byte access: four single accesses instead,
+    # the same values in the same order (the two jobs may hold their tensors either way). 1_000_003 leaves a tail.
+    a, b = _pair(1_000_004, dtype, seed=6)
+    shifted = [[a[1:]], [b[1:]]]
+    assert keyed_cuda._vector(a[1:]) == 0 and keyed_cuda._vector(a[1:].clone()) == 1
+    mixed = derive(shifted, 31, Pools(2, fused=True))[0]
+    assert torch.equal(mixed, derive([[a[1:].clone()], [b[1:].clone()]], 31, Pools(2, fused=True))[0])
+    assert float(project([a[1:]], 32, Pools(0, fused=True))[0]) == float(project([a[1:].clone()], 32, Pools(0, fused=True))[0])
+
+
+@needs_gpu
 def test_the_fused_mix_keeps_the_first_base_where_the_difference_is_not_finite():
     inf = float("inf")
     a = torch.tensor([0.0, -inf, 1.0, inf, 3.0e38] * 100_000, device="cuda")
