@@ -13,6 +13,6 @@ for again in "$@"; do  # measured again: its line goes
 done
 echo "state: $(wc -l < "$OUT/state.jsonl") problems"
 PYTHONPATH=$PWD python3 benchmarks/builtin_policy.py .kb --run --levels 1,2 --device cuda --max-turns 8 --timeout 300 \
-  --prebuild 14 --prebuild-window 8 --prebuild-variants 1 --state "$OUT/state.jsonl" --seconds "$budget" \
+  --prebuild 14 --prebuild-window "${PREBUILD_WINDOW:-8}" --prebuild-variants 1 --state "$OUT/state.jsonl" --seconds "$budget" \
   --out "$OUT/builtin_kb.md" 2>&1 | grep -v "SANDBOX WITHOUT" | tail -40
 echo "state: $(wc -l < "$OUT/state.jsonl") problems"
