@@ -148,6 +148,9 @@ class Timing:
     calls_per_batch: dict[str, int] = field(default_factory=dict)
     verified_calls: int = 0  # timed calls whose outputs the reference's job checked (all of them)
     device_events_ms: float | None = None  # the candidate's own device events per call: a cross-check only
+    # The share of each round's null batch (the reference's job's) taken off the candidate's batches: at most 1, less
+    # where the candidate's own null batches show its process runs the harness faster (session.null_scale).
+    null_scale: float = 1.0
     note: str = ""
     measured_by: dict[str, str] = field(default_factory=dict)  # which process measured each figure
     # Each of the problem's input variants (get_input_variants), timed by the same protocol on its own shapes:

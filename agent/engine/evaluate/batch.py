@@ -84,6 +84,23 @@ def _parts(marks: list[list[Any]]) -> dict[str, float]:
     return {"inputs": inputs, "call": call, "projection": projection, "between_calls": gaps}
 
 
+def stand_in_specs(outputs: list[Any]) -> list[dict[str, Any]]:
+    """The null batch's stand-in outputs as data (shape and dtype each), for the candidate's job to make its own."""
+    return [{"shape": list(o.shape), "dtype": str(o.dtype).removeprefix("torch.")} for o in outputs
+            if isinstance(o, torch.Tensor)]
+
+
+def stand_in_shapes(specs: Any) -> list[tuple[torch.Size, torch.dtype]]:
+    """stand_in_specs read back (the parent passes the reference's on): anything but a list of shapes of non-negative
+    sizes and torch dtypes is no stand-in at all, and a null batch then projects nothing."""
+    found = []
+    for spec in specs if isinstance(specs, list) else []:
+        shape, dtype = (spec.get("shape"), getattr(torch, str(spec.get("dtype")), None)) if isinstance(spec, dict) else (None, None)
+        if isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape) and isinstance(dtype, torch.dtype):
+            found.append((torch.Size(shape), dtype))
+    return found
+
+
 def parking(state: Any, name: str) -> dict[str, Any] | None:
     """The sequential fallback (memory.py), alike in both jobs: "park" moves the job's own device state to the host
     (state.move, into its shelf: parking.py) until its next command moves it back. Returns the reply to "park", else

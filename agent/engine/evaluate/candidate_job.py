@@ -22,7 +22,7 @@ from torch.overrides import TorchFunctionMode
 
 from agent.engine.build.inline import ExtensionBuildError
 import agent.engine.evaluate.guards as guards
-from agent.engine.evaluate.batch import ping, as_list, parking, run_batch
+from agent.engine.evaluate.batch import ping, as_list, parking, run_batch, stand_in_shapes
 from agent.engine.evaluate.channel import JobEnd
 from agent.engine.evaluate.codec import write_result
 from agent.engine.evaluate.jobs import CANDIDATE_MODULE, extension_router, setup_device
@@ -81,6 +81,10 @@ class _State:
         self.model: Any = None
         self.seen: dict[int, list[Any]] = {}  # the inputs of checked calls 0 and 1, the timed batches' bases
         self.bases: list[list[Any]] = []
+        # The null batch's stand-in outputs (zeros of the reference's output shapes, command "bases"): the harness's share
+        # measured in this process too (session.null_scale: it can only lower how much comes off).
+        self.stand_in_shapes: list[tuple[torch.Size, torch.dtype]] = []
+        self.stand_ins: list[torch.Tensor] = []
         self.sizes: list[int] = []
         self.pools = Pools(0)
         self.parked = False
@@ -95,8 +99,10 @@ class _State:
         self.seen = dict(zip(self.seen, moved[:len(self.seen)]))
         self.bases = moved[len(self.seen):]
         if to_host:
+            self.stand_ins = []  # only their shapes matter (the null batch's): remade on the way back, as the reference's
             self.pools.release()
         else:
+            self.stand_ins = [torch.zeros(shape, dtype=dtype, device=self.device) for shape, dtype in self.stand_in_shapes]
             self.pools.restore()
 
     def handle(self, command: dict[str, Any]) -> dict[str, Any]:
@@ -124,9 +130,15 @@ class _State:
             self.bases = [self.seen[i] for i in command["from_calls"]] if "from_calls" in command else \
                 [self._inputs(command["layout"], f"base{i}", command["values"][i]) for i in range(2)]
             self.seen = {}  # kept as the bases now: one copy each
+            self.stand_in_shapes, self.stand_ins = stand_in_shapes(command.get("stand_ins")), []  # a variant's replace them
+            self.stand_ins = [torch.zeros(shape, dtype=dtype, device=self.device) for shape, dtype in self.stand_in_shapes]
             return {"ok": True}
         if name == "batch":
-            return run_batch(self.model, self.bases, [int(k) for k in command["keys"]], self.device, self.pools)
+            keys = [int(k) for k in command["keys"]]
+            if command.get("null"):  # the harness's share in this process: keyed inputs and projections, no call
+                stand_ins = self.stand_ins
+                return {**run_batch(lambda *args: stand_ins, self.bases, keys, self.device, self.pools), "null": True}
+            return run_batch(self.model, self.bases, keys, self.device, self.pools)
         if name == "profile":
             from agent.engine.profiling import torch_profiler_summary
 

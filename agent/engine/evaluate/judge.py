@@ -21,7 +21,9 @@ _FLAG_NAMES = {f.value for f in Flag}
 SOL_MARGIN = 1.5
 
 MEASURED_BY = {
-    "candidate_ms": "parent clock over the candidate's batches, less the null batches timed in the reference's job",
+    "candidate_ms": "parent clock over the candidate's batches, less the null batches timed in the reference's job "
+                    "times null_scale",
+    "null_scale": "parent clock over both jobs' null batches (the candidate's own can only lower it; at most 1)",
     "eager_ms": "parent clock over the reference's eager batches, less the null batches",
     "compile_ms": "parent clock over the reference's torch.compile batches, less the null batches",
     "verified_calls": "reference's job: keyed projections of every timed call's outputs",
@@ -164,6 +166,7 @@ def _timing(verdict: Verdict, out: Outcome, m: Measured, compile_cached: dict[st
         clock="parent", host_candidate_ms=cand["median_ms"], compile_note=note, speedup_vs_best=vs_best,
         interval_vs_eager=eager_interval, interval_vs_compile=compile_interval, interval_vs_best=best_interval,
         rounds=m.rounds, calls_per_batch=dict(m.calls), verified_calls=m.verified_calls, device_events_ms=events,
+        null_scale=m.null_scale,
         measured_by=dict(MEASURED_BY), variants=[_variant(label, v) for label, v in out.variants.items()],
         harness=m.harness,
     )

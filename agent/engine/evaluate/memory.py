@@ -111,10 +111,10 @@ def candidate_peak(fp: Footprint, device: str) -> int:
     - a checked call: that call's inputs and the copy the mutation check compares with (calls 0 and 1 use the kept
       base set), its outputs and the copy that sees late writes, the freed blocks it poisons before the call
       (poison_bytes) and the forward's workspace;
-    - a timed call: the keyed inputs, their mask draws (_masks), the outputs, the projection's weight draws and
-      pieces (_weights) and the forward's workspace."""
+    - a timed call: the keyed inputs, their mask draws (_masks), the outputs and its own null batch's stand-in
+      outputs, the projection's weight draws and pieces (_weights) and the forward's workspace."""
     checked = 4 * fp.input_bytes + 2 * fp.output_bytes + poison_bytes(fp.output_bytes) + _workspace(fp)
-    timed = 3 * fp.input_bytes + _masks(fp, device) + fp.output_bytes + _weights(fp) + _workspace(fp)
+    timed = 3 * fp.input_bytes + _masks(fp, device) + 2 * fp.output_bytes + _weights(fp) + _workspace(fp)
     return CONTEXT_BYTES[device] + fp.weight_bytes + max(checked, timed)
 
 

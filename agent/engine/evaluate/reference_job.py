@@ -25,7 +25,7 @@ from typing import Any, BinaryIO
 
 import torch
 
-from agent.engine.evaluate.batch import ping, as_list, parking, probe_ms, run_batch
+from agent.engine.evaluate.batch import ping, as_list, parking, probe_ms, run_batch, stand_in_specs
 from agent.engine.evaluate.channel import JobEnd
 from agent.engine.evaluate.codec import write_result
 from agent.engine.evaluate.compare import compare_outputs
@@ -153,6 +153,7 @@ class _State:
                 if self.pools.fused:  # the candidate's job loads the same binary, and compiles nothing
                     reply["harness_binary"] = base64.b64encode(keyed_cuda.Kernels.load().binary).decode()
                 reply["harness"] = "fused GPU kernels (keyed_cuda.py)" if self.pools.fused else f"torch ops ({why_not})"
+                reply["stand_ins"] = stand_in_specs(self.stand_ins)  # the candidate's job runs a null batch of its own
                 return reply
             if name == "compile":
                 return self.compile()

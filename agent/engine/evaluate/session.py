@@ -12,8 +12,9 @@ one command at a time (channel.py):
 3. Timing, in rounds: the candidate's batch, then (with the candidate's processes stopped) eager's, torch.compile's
    and the null batches, in alternating order, all on keys the parent draws as it sends each round. The
    parent's own clock times every batch; the null batch (the harness's share: keyed inputs and projections,
-   run by the reference's job) is taken off. Each candidate call's projection is checked against the
-   reference's for the same key (keyed.py). Rounds go on until the speedup's interval is narrow enough.
+   run by the reference's job) is taken off, from the candidate's batches only as much of it as the candidate's
+   own null batches say its process needs (null_scale, never more). Each candidate call's projection is checked
+   against the reference's for the same key (keyed.py). Rounds go on until the speedup's interval is narrow enough.
 """
 from __future__ import annotations
 
@@ -46,6 +47,19 @@ class ProblemFailed(RuntimeError):
     """The reference's job failed: the problem itself is at fault, not the candidate."""
 
 
+@dataclass(frozen=True)
+class CandidateRound:
+    """One round's candidate batch, in seconds, with its events (ms, the candidate's own word: a cross-check), the
+    reference's null batch of the same size and its events, and the candidate's own null batch (NaN: none ran)."""
+
+    seconds: float
+    calls: int
+    reference_null: float
+    own_null: float = float("nan")
+    events_ms: float | None = None
+    reference_null_events_ms: float = float("nan")
+
+
 @dataclass
 class Measured:
     """Per round, each function's time per call (ms) on the parent's clock, the harness's share taken off."""
@@ -64,6 +78,10 @@ class Measured:
     converged: bool = False
     harness_bound: set[str] = field(default_factory=set)  # functions whose calls were lost in the harness's share
     harness: str = ""  # how the timed calls' inputs were mixed and outputs projected (the reference's job's word)
+    # Each round's candidate batch and the null batches of its size, on the parent's clock (CandidateRound): the
+    # candidate's figures are recomputed from all of them each round, with one null_scale for the whole evaluation.
+    candidate_rounds: list[CandidateRound] = field(default_factory=list)
+    null_scale: float = 1.0  # the share of the reference's null taken off the candidate's batches (null_scale())
 
 
 @dataclass
@@ -286,11 +304,13 @@ class Session:
         own_events: float | None = None
         nulls: dict[int, float] = {}
         null_events: dict[int, float] = {}
+        own_null: float | None = None
         for name in order:
             n = m.calls[name]
             if name == "candidate":
                 seconds, own_events = self._candidate_batch(keys[:n], m, events=True)
                 times[name] = seconds
+                own_null = self._candidate_null(keys[:n])
             else:
                 seconds, probe, _ = self._reference_batch(name, keys[:n])
                 times[name] = seconds
@@ -300,17 +320,18 @@ class Session:
                         m.contended += 1
             if n not in nulls:
                 nulls[n], _, null_events[n] = self._reference_batch("null", keys[:n], events=True)
-        if own_events is not None and math.isfinite(null_events.get(n_cand, float("nan"))):
-            m.candidate_events.append(max(own_events - null_events[n_cand] / n_cand, 0.0))
-        for name in order:
-            n = m.calls[name]
-            # The harness's share is taken off; where it is nearly all of a batch, 2% of the batch is kept, so
-            # that a call too short to see next to it is not reported as taking no time at all.
-            raw = times[name] * 1000 / n
-            per_call = max((times[name] - nulls[n]) * 1000 / n, 0.02 * raw)
-            if per_call <= 0.02 * raw:
-                m.harness_bound.add(name)
-            getattr(m, name).append(per_call)
+        m.candidate_rounds.append(CandidateRound(times["candidate"], n_cand, nulls[n_cand],
+                                                 own_null if own_null is not None else float("nan"), own_events,
+                                                 null_events.get(n_cand, float("nan"))))
+        m.null_scale = null_scale(m.candidate_rounds)
+        m.candidate, m.candidate_events = [], []
+        m.harness_bound.discard("candidate")
+        for r in m.candidate_rounds:
+            _add_figure(m, "candidate", r.seconds, m.null_scale * r.reference_null, r.calls)
+            if r.events_ms is not None and math.isfinite(r.reference_null_events_ms):
+                m.candidate_events.append(max(r.events_ms - m.null_scale * r.reference_null_events_ms / r.calls, 0.0))
+        for name in models:
+            _add_figure(m, name, times[name], nulls[m.calls[name]], m.calls[name])
 
     def _candidate_batch(self, keys: list[int], m: Measured, events: bool = False) -> Any:
         """Time one batch of the candidate's on the parent's clock, then check every call's projections."""
@@ -321,7 +342,14 @@ class Session:
         ms = reply.get("events_ms")
         return seconds, (float(ms) / len(keys) if isinstance(ms, (int, float)) and math.isfinite(ms) else None)
 
-    def _run_candidate_batch(self, keys: list[int]) -> tuple[float, dict[str, Any]]:
+    def _candidate_null(self, keys: list[int]) -> float | None:
+        """The null batch (keyed inputs and projections of stand-in outputs, no call) in the candidate's job, on the
+        parent's clock, in seconds; None where the job did not run it. Its projections are not checked: it only ever
+        lowers how much comes off the candidate's own time (null_scale)."""
+        seconds, reply = self._run_candidate_batch(keys, null=True)
+        return seconds if reply.get("null") is True else None
+
+    def _run_candidate_batch(self, keys: list[int], null: bool = False) -> tuple[float, dict[str, Any]]:
         """One batch of the candidate's on the parent's clock: (seconds, its reply), not checked yet."""
         self._resume_candidate()
         if self._cand_parked:
@@ -329,7 +357,7 @@ class Session:
             # allocator was emptied for the reference's job): an untimed batch of one call, on a key never timed, does.
             self._ask_cand({"cmd": "batch", "keys": _keys(1)}, self._batch_seconds(1))
         self._ask_cand({"cmd": "ping"}, 60.0)  # woken after its stop, and its GPU context current
-        began = self.cand.send({"cmd": "batch", "keys": keys})
+        began = self.cand.send({"cmd": "batch", "keys": keys, **({"null": True} if null else {})})
         reply, ended = self._receive_cand(self._batch_seconds(len(keys)))
         self._stop_candidate()
         return ended - began, reply
@@ -479,6 +507,37 @@ def _keys(n: int) -> list[int]:
 
 def _calls(target_seconds: float, per_call_seconds: float) -> int:
     return int(min(_MAX_CALLS, max(_MIN_CALLS, math.ceil(target_seconds / max(per_call_seconds, 1e-7)))))
+
+
+def _add_figure(m: Measured, name: str, seconds: float, null: float, calls: int) -> None:
+    """Append one batch's time per call (ms) to m's figures of `name`, the harness's share `null` (s) taken off; where
+    that is nearly all of the batch, 2% of it is kept, so that a call too short to see next to it is not reported as
+    taking no time at all."""
+    raw = seconds * 1000 / calls
+    per_call = max((seconds - null) * 1000 / calls, 0.02 * raw)
+    if per_call <= 0.02 * raw:
+        m.harness_bound.add(name)
+    getattr(m, name).append(per_call)
+
+
+def null_scale(rounds: list[CandidateRound]) -> float:
+    """How much of the reference's null batch comes off the candidate's batches: the median, over the rounds, of the
+    candidate's own null over the reference's, taken at the high end of its 90% interval and never above 1 (1 where its
+    job ran none).
+
+    The same harness code runs a few percent apart in two processes (where each job's buffers lie: docs/benchmarks.md
+    §15, sessions 16 and 19), and with a harness several times a short call that moved identical code by up to a
+    quarter either way; the candidate's own null measures its process's side. Its job can make that null anything, so
+    the figure may only ever lose by it: a slower own null is capped at the reference's (scale 1: the figure the
+    reference's null alone gives), a faster one takes less off the candidate's own time. One scale for the whole
+    evaluation, and the paired reference null of each round still carries that round's load: a per-round smaller of
+    the two nulls took off the luckier of two noisy draws, and let a candidate pick, round by round, which of its
+    batches looked fastest. The interval's high end, not the median itself: the cap at 1 would otherwise turn noise
+    alone into a bias against the candidate (a scale below 1 only where its process is surely the faster)."""
+    ratios = [r.own_null / r.reference_null for r in rounds if math.isfinite(r.own_null) and r.reference_null > 0]
+    if not ratios:
+        return 1.0
+    return min(1.0, max(median_interval(ratios)[2], 0.0))
 
 
 def _ratios(baseline: list[float], candidate: list[float]) -> list[float]:

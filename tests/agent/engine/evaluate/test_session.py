@@ -1,5 +1,6 @@
 """The parent's statistics and its line to a job (agent/engine/evaluate/session.py, channel.py)."""
 import os
+import random
 
 import pytest
 
@@ -70,3 +71,54 @@ def test_a_steady_compile_baseline_is_kept_however_noisy_the_candidate_was():
     assert not keeps_compile_baseline(Measured(eager=steady.eager, compile=steady.compile, contended=1), 0.15)
     assert not keeps_compile_baseline(Measured(eager=steady.eager, compile=steady.compile, mismatched_calls=[3]), 0.15)
     assert not keeps_compile_baseline(Measured(eager=steady.eager), 0.15), "nothing compiled, nothing kept"
+
+
+def _rounds(own_nulls: list[float | None], reference_nulls: list[float] | None = None) -> Measured:
+    """Timing rounds on jobs whose batches take: candidate 0.050 s, eager 0.060 s (10 calls each), the reference's
+    null reference_nulls[i] (0.040 s by default), the candidate's own null own_nulls[i] (None: its job ran none)."""
+    session = object.__new__(Session)  # only the rounds' arithmetic: no jobs behind it
+    m = Measured(calls={"candidate": 10, "eager": 10})
+    reference_nulls = reference_nulls or [0.040] * len(own_nulls)
+    for own, reference in zip(own_nulls, reference_nulls):
+        session._candidate_batch = lambda keys, m, events=False: (0.050, None)
+        session._candidate_null = lambda keys, own=own: own
+        session._reference_batch = lambda model, keys, events=False, reference=reference: \
+            (0.060 if model == "eager" else reference, None, float("nan"))
+        session._round(["eager"], m, [], flip=False)
+    return m
+
+
+def test_the_candidate_figure_never_takes_off_more_than_the_reference_null_so_its_own_job_cannot_make_it_faster():
+    none = _rounds([None])
+    assert none.candidate == [pytest.approx(1.0)] and none.eager == [pytest.approx(2.0)]  # ms per call, less 0.040 s
+    assert none.null_scale == 1.0
+    faster_harness = _rounds([0.035])  # its process runs the harness faster: that is not its kernel's speed
+    assert faster_harness.candidate == [pytest.approx(1.5)] and faster_harness.null_scale == pytest.approx(0.875)
+    slowed = _rounds([0.049])  # a candidate that slows its own null batch gains nothing
+    assert slowed.candidate == [pytest.approx(1.0)] and slowed.null_scale == 1.0
+    assert slowed.eager == faster_harness.eager == [pytest.approx(2.0)], "the baselines keep the reference's null"
+    rng = random.Random(7)
+    for _ in range(50):  # whatever its own nulls say, round by round
+        own = [rng.choice([None, rng.uniform(0.0, 0.2)]) for _ in range(rng.randint(1, 9))]
+        assert all(c >= 1.0 - 1e-9 for c in _rounds(own).candidate), own
+
+
+def test_a_candidate_cannot_pick_its_rounds_by_slowing_its_own_null_in_some_of_them():
+    # Small own nulls in three rounds, huge ones in two: a per-round "smaller of the two" took 0.040 s off the
+    # two rounds it chose (1.0 ms) and 0.035 s off the rest (1.5 ms). One scale for the evaluation treats every round
+    # alike; here its interval reaches past 1, so the reference's null alone comes off (as with no null of its own).
+    picked = _rounds([0.035, 0.035, 0.5, 0.035, 0.5])
+    assert picked.null_scale == 1.0
+    assert picked.candidate == [pytest.approx(1.0)] * 5
+    steady = _rounds([0.035, 0.036, 0.034, 0.035, 0.035])  # a process surely faster at the harness: less comes off
+    assert steady.null_scale == pytest.approx(0.036 / 0.040)
+    assert steady.candidate == [pytest.approx(1.4)] * 5
+
+
+def test_noise_alike_in_both_nulls_costs_the_candidate_nothing():
+    # The same noisy nulls in both jobs, in another order: the smaller of two noisy draws per round took off less than
+    # the baselines got (a bias against the candidate that grew with the box's load); the median ratio does not.
+    reference = [0.030, 0.042, 0.036, 0.039, 0.033]
+    noisy = _rounds([0.042, 0.030, 0.039, 0.033, 0.036], reference)
+    assert noisy.null_scale == 1.0
+    assert noisy.candidate == pytest.approx([(0.050 - r) * 100 for r in reference])
