@@ -23,7 +23,7 @@ VERDICT = {
     "timing": {"candidate_ms": 0.5, "eager_ms": 1.0, "compile_ms": None, "speedup_vs_eager": 2.0, "speedup_vs_compile": None,
                "candidate": SPREAD, "eager": {**SPREAD, "median_ms": 1.0}, "compile": None, "clock": "host",
                "host_candidate_ms": 0.5, "compile_note": "", "speedup_vs_best": 2.0, "interval_vs_best": [1.8, 2.2],
-               "sol_fraction": 0.25, "sol_ms": 0.125, "sol_bound": "memory",
+               "sol_fraction": 0.25, "sol_ms": 0.125, "sol_bound": "memory", "null_scale": 0.93,
                "variants": [{"label": "variant1", "candidate_ms": 1.5, "eager_ms": 2.4, "compile_ms": None,
                              "speedup_vs_eager": 1.6, "speedup_vs_compile": None, "speedup_vs_best": 1.6,
                              "interval_vs_best": [1.5, 1.7], "rounds": 5, "verified_calls": 40, "converged": True}]},

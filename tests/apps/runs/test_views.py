@@ -16,6 +16,7 @@ def test_it_shows_the_verdict_panel_with_flags_in_words_and_the_timing_spread(cl
     assert "max abs error 6e-07" in page  # the largest of the three trials
     assert 'id="profile-table"' in page and "silu_bias" in page
     assert "No roofline ceilings were measured for x86_64" in page
+    assert "0.93 of the harness's null batch taken off the candidate's time" in page  # timing.null_scale below 1
     assert page.count('href="/runs/%d/candidates/' % finished_run["run"].pk) == 2
 
 
