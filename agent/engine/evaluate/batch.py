@@ -101,6 +101,12 @@ def stand_in_shapes(specs: Any) -> list[tuple[torch.Size, torch.dtype]]:
     return found
 
 
+def zero_stand_ins(shapes: list[tuple[torch.Size, torch.dtype]], device: str | torch.device) -> list[torch.Tensor]:
+    """The null batch's stand-in outputs where only their shapes matter: zeros (a parked job remakes them so, and the
+    candidate's job never gets the reference's values)."""
+    return [torch.zeros(shape, dtype=dtype, device=device) for shape, dtype in shapes]
+
+
 def parking(state: Any, name: str) -> dict[str, Any] | None:
     """The sequential fallback (memory.py), alike in both jobs: "park" moves the job's own device state to the host
     (state.move, into its shelf: parking.py) until its next command moves it back. Returns the reply to "park", else

@@ -22,7 +22,7 @@ from torch.overrides import TorchFunctionMode
 
 from agent.engine.build.inline import ExtensionBuildError
 import agent.engine.evaluate.guards as guards
-from agent.engine.evaluate.batch import ping, as_list, parking, run_batch, stand_in_shapes
+from agent.engine.evaluate.batch import ping, as_list, parking, run_batch, stand_in_shapes, zero_stand_ins
 from agent.engine.evaluate.channel import JobEnd
 from agent.engine.evaluate.codec import write_result
 from agent.engine.evaluate.jobs import CANDIDATE_MODULE, extension_router, setup_device
@@ -102,7 +102,7 @@ class _State:
             self.stand_ins = []  # only their shapes matter (the null batch's): remade on the way back, as the reference's
             self.pools.release()
         else:
-            self.stand_ins = [torch.zeros(shape, dtype=dtype, device=self.device) for shape, dtype in self.stand_in_shapes]
+            self.stand_ins = zero_stand_ins(self.stand_in_shapes, self.device)
             self.pools.restore()
 
     def handle(self, command: dict[str, Any]) -> dict[str, Any]:
@@ -130,8 +130,8 @@ class _State:
             self.bases = [self.seen[i] for i in command["from_calls"]] if "from_calls" in command else \
                 [self._inputs(command["layout"], f"base{i}", command["values"][i]) for i in range(2)]
             self.seen = {}  # kept as the bases now: one copy each
-            self.stand_in_shapes, self.stand_ins = stand_in_shapes(command.get("stand_ins")), []  # a variant's replace them
-            self.stand_ins = [torch.zeros(shape, dtype=dtype, device=self.device) for shape, dtype in self.stand_in_shapes]
+            self.stand_in_shapes = stand_in_shapes(command.get("stand_ins"))  # a variant's replace the main inputs'
+            self.stand_ins = zero_stand_ins(self.stand_in_shapes, self.device)
             return {"ok": True}
         if name == "batch":
             keys = [int(k) for k in command["keys"]]

@@ -25,7 +25,7 @@ from typing import Any, BinaryIO
 
 import torch
 
-from agent.engine.evaluate.batch import ping, as_list, parking, probe_ms, run_batch, stand_in_specs
+from agent.engine.evaluate.batch import ping, as_list, parking, probe_ms, run_batch, stand_in_specs, zero_stand_ins
 from agent.engine.evaluate.channel import JobEnd
 from agent.engine.evaluate.codec import write_result
 from agent.engine.evaluate.compare import compare_outputs
@@ -181,7 +181,7 @@ class _State:
             self.stand_ins = []
             self.pools.release()
         else:
-            self.stand_ins = [torch.zeros(shape, dtype=dtype, device=self.device) for shape, dtype in self.stand_in_shapes]
+            self.stand_ins = zero_stand_ins(self.stand_in_shapes, self.device)
             self.pools.restore()
 
     def weights(self) -> dict[str, Any]:
