@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -60,14 +61,29 @@ def _traced(path: Path) -> dict[str, str]:
         write(model, len(keys), got[0], got[2], parts)
         return got
 
-    def cand(self, keys):
-        seconds, reply = candidate_batch(self, keys)
+    def cand(self, keys, null=False):
+        seconds, reply = candidate_batch(self, keys, null=null)
         reply = reply if isinstance(reply, dict) else {}
-        write("candidate", len(keys), seconds, reply.get("events_ms"), reply.get("parts_ms"))
+        write("candidate_null" if null else "candidate", len(keys), seconds, reply.get("events_ms"), reply.get("parts_ms"))
         return seconds, reply
 
     Session._reference_batch, Session._run_candidate_batch = ref, cand
     return state
+
+
+def _print_parts(trace: Path) -> None:
+    """Medians of each batch kind's device ms per call, by part (--parts), with the scale each example's own null gave."""
+    groups: dict[tuple[str, str], list[dict[str, float]]] = {}
+    for line in trace.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("parts_ms") and rec["calls"] > 1:  # the one-call batches are warm-ups and probes
+            groups.setdefault((rec["example"], rec["batch"]), []).append(
+                rec["parts_ms"])  # already per call
+    print("\n| example | batch | batches | inputs (mix) | call | projection |")
+    print("|---|---|---|---|---|---|")
+    for (example, batch), parts in sorted(groups.items()):
+        med = {k: statistics.median(p.get(k, 0.0) for p in parts) for k in ("inputs", "call", "projection")}
+        print(f"| {example} | {batch} | {len(parts)} | {med['inputs']:.4f} | {med['call']:.4f} | {med['projection']:.4f} |")
 
 
 def main() -> None:
@@ -106,7 +122,7 @@ def main() -> None:
             if t is not None:
                 row.update(parent_ms=t.candidate_ms, events_ms=t.device_events_ms, eager_ms=t.eager_ms,
                            speedup=t.speedup_vs_eager, interval=t.interval_vs_eager, rounds=t.rounds,
-                           calls=t.calls_per_batch, verified=t.verified_calls, harness=t.harness,
+                           calls=t.calls_per_batch, verified=t.verified_calls, harness=t.harness, null_scale=t.null_scale,
                            agreement_pct=100 * (t.device_events_ms - t.candidate_ms) / t.candidate_ms
                            if t.device_events_ms and t.candidate_ms else None)
             rows.append(row)
@@ -124,6 +140,8 @@ def main() -> None:
         lo, hi = r["interval"] or (0, 0)
         print(f"| {r['example']} | {r['parent_ms']:.4f} | {events} | {agree} | {r['speedup']:.3f} ({lo:.3f}-{hi:.3f}) | "
               f"{r['rounds']} | {r['verified']} | {r['seconds']:.1f} |")
+    if args.trace:
+        _print_parts(args.trace)
     phases = sorted({k for r in rows for k in r["phases"]})
     if phases:  # the evaluation's seconds by phase (the verdict's own record), medians over the examples
         print("\nphase medians over the examples (s): " + ", ".join(
