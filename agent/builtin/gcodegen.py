@@ -7,7 +7,8 @@ reshapes that keep a layout cost index arithmetic, never a copy. Values are comp
 the tensors' dtypes (float16/bfloat16 loads widen, stores round), as PyTorch's own kernels do.
 
 The same kernel bodies compile as CUDA (a block per output for reductions over the innermost
-dimension, a thread per output otherwise) and as C++ on PyTorch's thread pool for the CPU.
+dimension, several blocks per output where the outputs are too few to fill the GPU, a thread per output
+otherwise; a block per line for scans along long innermost lines) and as C++ on PyTorch's thread pool for the CPU.
 """
 from __future__ import annotations
 
@@ -89,6 +90,19 @@ __device__ float ks_block_sum(float v) {
     const int warps = (blockDim.x + 31) >> 5;
     float t = threadIdx.x < warps ? red[threadIdx.x] : 0.0f;
     if (threadIdx.x < 32) t = ks_warp_sum(t);
+    if (threadIdx.x == 0) red[0] = t;
+    __syncthreads();
+    return red[0];
+}
+__device__ double ks_block_sum_d(double v) {
+    __shared__ double red[32];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    const int warps = (blockDim.x + 31) >> 5;
+    double t = threadIdx.x < warps ? red[threadIdx.x] : 0.0;
+    if (threadIdx.x < 32) for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
     if (threadIdx.x == 0) red[0] = t;
     __syncthreads();
     return red[0];
@@ -423,10 +437,11 @@ def _grid_loop(cuda: bool, count: int, block: int, body: str, var: str = "i") ->
             f"    for (long long {var} = begin; {var} < end; ++{var}) {{\n{body}\n    }}\n    }});")
 
 
-def _wrap(name: str, params: str, host: str, launch: str, body: str, cuda: bool, blocks: int, block: int) -> str:
+def _wrap(name: str, params: str, host: str, launch: str, body: str, cuda: bool, blocks: int, block: int,
+          globals_: str = "") -> str:
     if cuda:
         grid = max(1, min(blocks, 65535 * 8))
-        return (f"__global__ void __launch_bounds__({block}) {name}_kernel({params}) {{\n{body}\n}}\n\n"
+        return (f"{globals_}__global__ void __launch_bounds__({block}) {name}_kernel({params}) {{\n{body}\n}}\n\n"
                 f"void {name}(std::vector<torch::Tensor> ts, int64_t stream) {{\n    {host}\n"
                 f"    {name}_kernel<<<{grid}, {block}, 0, reinterpret_cast<cudaStream_t>(stream)>>>({launch});\n"
                 f"    KS_LAUNCH_CHECK();\n}}")
@@ -472,6 +487,10 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
         return lines_j + ev.lines, value
     outs = _outputs(step)
     is_max = "true" if kind in ("amax", "argmax") else "false"
+    splits = reduce_splits(outputs, reduced) if cuda and block_mode and kind in _SPLIT_KINDS else 1
+    if splits > 1:
+        body = _split_body(name, kind, load, lines_o, outs, outputs, reduced, splits, step.params.get("correction"))
+        return _wrap(name, params, host, launch, body, cuda, outputs * splits, variant.block, _split_state(name, kind, outputs, splits))
     if cuda and block_mode:
         loop = "for (long long j = threadIdx.x; j < {R}LL; j += blockDim.x)".format(R=reduced)
     else:
@@ -538,6 +557,102 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
         text = _grid_loop(cuda, outputs, variant.block, inner, "o")
         blocks = -(-outputs // variant.block)
     return _wrap(name, params, host, launch, text, cuda, blocks, variant.block)
+
+
+# Split reductions: where a reduction has too few outputs to fill the GPU with a block each (a loss over the whole
+# tensor had one block; KernelBench's 40_LayerNorm 16 blocks for 64 Mi elements), every output's reduction is cut into
+# contiguous chunks, a block each. Each block writes its partial to a device array; the last block of an output to
+# finish (a counter per output, after a fence) combines the partials in a fixed order and writes the result, so the
+# sum is the same in every call and there is one launch. The last block also resets the counter for the next call.
+_SPLIT_KINDS = ("sum", "mean", "amax", "amin", "any", "all", "argmax", "argmin", "var_mean")
+_SPLIT_BLOCKS = 1056  # blocks to aim for: 8 of 256 threads on each of an H100's 132 SMs
+_SPLIT_MIN_CHUNK = 4096  # elements per block at least: below this, the combine costs more than the split saves
+
+
+def reduce_splits(outputs: int, reduced: int) -> int:
+    """Blocks per output for a block-per-output reduction (1: not split)."""
+    if outputs >= _SPLIT_BLOCKS // 4:
+        return 1
+    return max(1, min(-(-_SPLIT_BLOCKS // outputs), reduced // _SPLIT_MIN_CHUNK))
+
+
+def _split_state(name: str, kind: str, outputs: int, splits: int) -> str:
+    parts = outputs * splits
+    if kind == "var_mean":
+        arrays = f"__device__ double {name}_p1[{parts}];\n__device__ double {name}_p2[{parts}];\n"
+    elif kind in ("argmax", "argmin"):
+        arrays = f"__device__ float {name}_pv[{parts}];\n__device__ long long {name}_pi[{parts}];\n"
+    else:
+        arrays = f"__device__ float {name}_pv[{parts}];\n"
+    return arrays + f"__device__ unsigned int {name}_done[{outputs}] = {{}};\n"
+
+
+def _split_body(name: str, kind: str, load: Any, lines_o: list[str], outs: dict[str, tuple[str, Leaf]], outputs: int,
+                reduced: int, splits: int, correction: Any) -> str:
+    chunk = -(-reduced // splits)
+    lines, x = load("x")
+    loop = ["#pragma unroll 4", "for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x) {", *("    " + t for t in lines)]
+    at = "o * {S}LL + part".format(S=splits)
+    read = "o * {S}LL + p".format(S=splits)
+    is_max = "true" if kind in ("amax", "argmax") else "false"
+    if kind == "var_mean":
+        shift_lines, shift = load("z")  # not "k": the kept coordinates are k0, k1, ...
+        # Sums of (x - K) and its square, K the reduction's first element (the same for every chunk): the variance
+        # then needs no second read, and K keeps the cancellation of sum-of-squares-minus-square-of-sum small. The
+        # block and chunk totals are double.
+        local = ["float K;", "{", "    const long long j = 0;", *("    " + t for t in shift_lines), f"    K = {shift};", "}",
+                 "float s1 = 0.0f, s2 = 0.0f;", *loop, f"    const float d = {x} - K; s1 += d; s2 += d * d;", "}",
+                 "const double t1 = ks_block_sum_d(s1), t2 = ks_block_sum_d(s2);"]
+        publish = [f"{name}_p1[{at}] = t1; {name}_p2[{at}] = t2;"]
+        gather = ["double a1 = 0.0, a2 = 0.0;",
+                  f"for (long long p = threadIdx.x; p < {splits}LL; p += blockDim.x) {{ "
+                  f"a1 += *(volatile double*)&{name}_p1[{read}]; a2 += *(volatile double*)&{name}_p2[{read}]; }}",
+                  "a1 = ks_block_sum_d(a1); a2 = ks_block_sum_d(a2);"]
+        n = f"(double){reduced}"
+        values = {"mean": f"(float)((double)K + a1 / {n})",
+                  "var": f"(float)(fmax(0.0, a2 - a1 * a1 / {n}) / fmax(0.0, {n} - (double){ops.literal(correction)}))"}
+        values["std"] = f"sqrtf({values['var']})"
+        final = [f"ks_st({out}, o, {values[what]});" for what, (out, _) in outs.items()]
+    elif kind in ("argmax", "argmin"):
+        local = [f"float best = {'-INFINITY' if kind == 'argmax' else 'INFINITY'}; long long at = 0x7fffffffffffffffLL;",
+                 *loop, f"    ks_arg_merge(best, at, {x}, j, {is_max});", "}", f"ks_block_arg(best, at, {is_max});"]
+        publish = [f"{name}_pv[{at}] = best; {name}_pi[{at}] = at;"]
+        gather = [f"best = {'-INFINITY' if kind == 'argmax' else 'INFINITY'}; at = 0x7fffffffffffffffLL;",
+                  f"for (long long p = threadIdx.x; p < {splits}LL; p += blockDim.x) "
+                  f"ks_arg_merge(best, at, *(volatile float*)&{name}_pv[{read}], *(volatile long long*)&{name}_pi[{read}], {is_max});",
+                  f"ks_block_arg(best, at, {is_max});"]
+        final = []
+        if "value" in outs:
+            final.append(f"ks_st({outs['value'][0]}, o, best);")
+        if "index" in outs:
+            final.append(f"ks_sti({outs['index'][0]}, o, at);")
+    else:
+        init = {"sum": "0.0f", "mean": "0.0f", "amax": "-INFINITY", "amin": "INFINITY", "any": "0.0f", "all": "1.0f"}[kind]
+        update = {"sum": "acc += {x};", "mean": "acc += {x};", "amax": "acc = ks_pick(acc, {x}, true);",
+                  "amin": "acc = ks_pick(acc, {x}, false);", "any": "acc = (acc != 0.0f || {x} != 0.0f) ? 1.0f : 0.0f;",
+                  "all": "acc = (acc != 0.0f && {x} != 0.0f) ? 1.0f : 0.0f;"}[kind]
+        combine = {"sum": "acc = ks_block_sum(acc);", "mean": "acc = ks_block_sum(acc);",
+                   "amax": "acc = ks_block_pick(acc, true);", "amin": "acc = ks_block_pick(acc, false);",
+                   "any": "acc = ks_block_pick(acc, true);", "all": "acc = -ks_block_pick(-acc, true);"}[kind]
+        local = [f"float acc = {init};", *loop, "    " + update.format(x=x), "}", combine]
+        publish = [f"{name}_pv[{at}] = acc;"]
+        gather = [f"acc = {init};", f"for (long long p = threadIdx.x; p < {splits}LL; p += blockDim.x) {{ "
+                  f"const float v = *(volatile float*)&{name}_pv[{read}]; {update.format(x='v')} }}", combine]
+        result = f"acc / (float){reduced}" if kind == "mean" else "acc"
+        final = [f"ks_st({outs['value'][0]}, o, {result});"]
+    body = [f"const long long o = b / {splits}LL, part = b % {splits}LL;", *lines_o,
+            f"const long long lo = part * {chunk}LL, hi = lo + {chunk}LL < {reduced}LL ? lo + {chunk}LL : {reduced}LL;",
+            *local,
+            "__shared__ bool last;",
+            "if (threadIdx.x == 0) {", *("    " + t for t in publish),
+            "    __threadfence();",
+            f"    last = atomicAdd(&{name}_done[o], 1u) == {splits - 1}u;", "}",
+            "__syncthreads();",
+            "if (last) {", "    __threadfence();", *("    " + t for t in gather),
+            "    if (threadIdx.x == 0) {", *("        " + t for t in final), f"        {name}_done[o] = 0u;", "    }", "}",
+            "__syncthreads();  // `last` is read by every thread before the next chunk writes it"]
+    return (f"    for (long long b = blockIdx.x; b < {outputs * splits}LL; b += gridDim.x) {{\n"
+            f"{_body(body, 8)}\n    }}")
 
 
 def _pool(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool, params: str, host: str,
@@ -607,9 +722,48 @@ def _scan(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool
     ev = _Eval(plan, _bases(step), "x", types)
     value = ev.at(step.source, tuple(coords))
     out, leaf = _outputs(step)["value"]
+    if cuda and dim == len(shape) - 1 and shape[dim] >= _BLOCK_SCAN_MIN:
+        return _block_scan(step, name, variant, params, host, launch, lines, ev, value, out,
+                           offset_expr(leaf, tuple(coords)), count)
     acc = "acc += " if kind == "sum" else "acc *= "
     body = lines + [f"float acc = {'0.0f' if kind == 'sum' else '1.0f'};",
                     f"for (long long s = 0; s < {shape[dim]}LL; ++s) {{", *("    " + x for x in ev.lines),
                     f"    {acc}{value};", f"    ks_st({out}, {offset_expr(leaf, tuple(coords))}, acc);", "}"]
     text = _grid_loop(cuda, count, variant.block, _body(body, 8))
     return _wrap(name, params, host, launch, text, cuda, -(-count // variant.block), variant.block)
+
+
+# A scan along the innermost dimension of a long line is a block per line on CUDA: a thread per element of a tile of
+# blockDim elements (adjacent threads, adjacent addresses), a scan within each warp by shuffles, then of the warps'
+# totals, plus the carry of the tiles before. A thread per line, as below it, reads lines whose elements lie a line's
+# length apart across a warp: every load its own memory sector (KernelBench's 89_cumsum: 32768 lines of 32768).
+_BLOCK_SCAN_MIN = 512
+
+
+def _block_scan(step: Kernel, name: str, variant: Variant, params: str, host: str, launch: str, lines: list[str],
+                ev: _Eval, value: str, out: str, offset: str, count: int) -> str:
+    length, kind = step.shape[-1], step.params["kind"]
+    init, op = ("0.0f", "+") if kind == "sum" else ("1.0f", "*")
+    body = [*lines, f"float carry = {init};",
+            f"for (long long base = 0; base < {length}LL; base += blockDim.x) {{",
+            "    const long long s = base + threadIdx.x;",
+            f"    float v = {init};",
+            f"    if (s < {length}LL) {{", *("        " + x for x in ev.lines), f"        v = {value};", "    }",
+            "    for (int o = 1; o < 32; o <<= 1) {",
+            f"        const float n = __shfl_up_sync(0xffffffffu, v, o); if (lane >= o) v = n {op} v;", "    }",
+            "    if (lane == 31) wsum[warp] = v;",
+            "    __syncthreads();",
+            "    if (warp == 0) {",
+            f"        float t = lane < warps ? wsum[lane] : {init};",
+            "        for (int o = 1; o < 32; o <<= 1) {",
+            f"            const float n = __shfl_up_sync(0xffffffffu, t, o); if (lane >= o) t = n {op} t;", "        }",
+            "        wsum[lane] = t;", "    }",
+            "    __syncthreads();",
+            f"    v = carry {op} ((warp > 0 ? wsum[warp - 1] : {init}) {op} v);",
+            f"    if (s < {length}LL) ks_st({out}, {offset}, v);",
+            f"    carry = carry {op} wsum[warps - 1];",
+            "    __syncthreads();  // wsum is written again by the next tile", "}"]
+    text = ("    __shared__ float wsum[32];\n    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, "
+            "warps = (blockDim.x + 31) >> 5;\n"
+            f"    for (long long i = blockIdx.x; i < {count}LL; i += gridDim.x) {{\n{_body(body, 8)}\n    }}")
+    return _wrap(name, params, host, launch, text, True, count, variant.block)
