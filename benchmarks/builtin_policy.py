@@ -314,12 +314,13 @@ def run_kernelbench(root: Path, levels: list[int], *, device: str, max_turns: in
                     seconds: float | None = None, prebuild_jobs: int = 0, prebuild_window: int = 24,
                     prebuild_first: int | None = None) -> list[Result]:
     """The policy on each problem not yet in `state`, appending one line per problem as it ends; returns every line
-    of the state (the earlier passes' too). Starts no problem once `seconds` have passed (but always one per pass).
+    of the state (the earlier passes' too). Starts no problem that would end past `seconds` if it took as long as
+    the longest of this pass so far (but always one per pass), so that a device call's limit is not reached mid-problem.
     `prebuild_jobs`: first compile the variants of the next `prebuild_window` problems without a line, that many
     builds at once (prebuild)."""
     done = read_state(state)
     seen = {(r["level"], r["problem"]) for r in done}
-    started, ran = time.monotonic(), 0
+    started, ran, longest = time.monotonic(), 0, 0.0
     if prebuild_jobs:
         pending = [path for level, path in kernelbench_problems(root, levels) if (level, path.stem) not in seen]
         took = prebuild(pending[:prebuild_window], device, prebuild_jobs, prebuild_first)
@@ -328,11 +329,15 @@ def run_kernelbench(root: Path, levels: list[int], *, device: str, max_turns: in
     for level, path in kernelbench_problems(root, levels):
         if (level, path.stem) in seen:
             continue
-        if seconds is not None and ran and time.monotonic() - started > seconds:  # every pass gets one problem further
-            print(f"stopping: {seconds:g} s spent; a rerun with the same --state goes on from {path.stem}", file=sys.stderr, flush=True)
+        spent = time.monotonic() - started
+        if seconds is not None and ran and spent + longest > seconds:  # every pass gets one problem further
+            print(f"stopping: {spent:.0f} s spent, and the longest problem so far took {longest:.0f} s of the {seconds:g} s; "
+                  f"a rerun with the same --state goes on from {path.stem}", file=sys.stderr, flush=True)
             break
         print(f"level {level} {path.stem} ...", file=sys.stderr, flush=True)
+        began = time.monotonic()
         line = state_line(level, path.stem, run_example(path, device=device, max_turns=max_turns, timeout=timeout))
+        longest = max(longest, time.monotonic() - began)
         print(f"level {level} {path.stem}: {_outcome(line)}", file=sys.stderr, flush=True)
         with state.open("a") as out:
             out.write(json.dumps(line) + "\n")
@@ -402,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --run: one JSON line per finished problem; a rerun skips them")
     parser.add_argument("--prebuild-variants", type=int, default=None, metavar="K",
                         help="with --prebuild: only each problem's first K variants (default: all)")
-    parser.add_argument("--seconds", type=float, default=None, help="with --run: start no problem after this many seconds")
+    parser.add_argument("--seconds", type=float, default=None, help="with --run: start no problem that the longest so far would carry past this many seconds")
     parser.add_argument("--prebuild-window", type=int, default=24, metavar="N",
                         help="with --run and --prebuild: prebuild the variants of the next N problems without a state line")
     args = parser.parse_args(argv)

@@ -4,6 +4,8 @@
 # that every problem finished before the call's limit comes back; copy $OUT/state.jsonl over the repository's after.
 # Usage on the GPU box (carry .kb, the checkout's levels, and var/builtin_state.jsonl):
 #   bash benchmarks/gpu/builtin_session.sh SECONDS [PROBLEM_TO_MEASURE_AGAIN ...]
+# SECONDS: the call's limit less the prebuild (about 60 s) and a margin; no problem starts that the longest one so far
+# would carry past it (a 590 s call: 500).
 set -u
 budget=${1:?usage: builtin_session.sh SECONDS [PROBLEM ...]}
 shift
@@ -14,5 +16,5 @@ done
 echo "state: $(wc -l < "$OUT/state.jsonl") problems"
 PYTHONPATH=$PWD python3 benchmarks/builtin_policy.py .kb --run --levels 1,2 --device cuda --max-turns 8 --timeout 300 \
   --prebuild 14 --prebuild-window "${PREBUILD_WINDOW:-8}" --prebuild-variants 1 --state "$OUT/state.jsonl" --seconds "$budget" \
-  --out "$OUT/builtin_kb.md" 2>&1 | grep -v "SANDBOX WITHOUT" | tail -40
+  --out "$OUT/builtin_kb.md" 2>&1 | grep --line-buffered -v "SANDBOX WITHOUT"
 echo "state: $(wc -l < "$OUT/state.jsonl") problems"

@@ -4,6 +4,7 @@ per level over the planned problems. A small fixture of our own (public problems
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -41,3 +42,26 @@ def test_it_runs_each_problem_once_resumes_from_its_state_and_reports_over_the_p
     report = run_markdown(lines, "test machine")
     assert "| 1 | 2 | 1 | 1 (100%) |" in report, report
     assert "| 1 | 2_Sort | not planned: " in report
+
+
+def test_no_problem_starts_that_the_longest_so_far_would_carry_past_the_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device call has a hard limit: a problem started just before it is killed and loses its line. Here each problem
+    takes 100 s of a clock of our own (the optimize run itself is not what this checks): with 250 s, the second starts
+    (100 + 100 <= 250) and the third does not (200 + 100 > 250), where "no problem after 250 s" would have started it."""
+    import benchmarks.builtin_policy as builtin_policy
+
+    folder = tmp_path / "level1"
+    folder.mkdir()
+    for n in range(1, 5):
+        (folder / f"{n}_Sum.py").write_text(HEADER + "    def forward(self, x):\n        return x.sum(dim=-1)\n" + TAIL)
+    clock = [0.0]
+
+    def run_example(path: Path, **_: object) -> dict[str, object]:
+        clock[0] += 100.0
+        return {"status": "stopped", "stop_reason": "max turns", "process_seconds": 100.0}
+
+    monkeypatch.setattr(builtin_policy, "run_example", run_example)
+    monkeypatch.setattr(builtin_policy, "time", SimpleNamespace(monotonic=lambda: clock[0]))  # this module's clock only
+    lines = run_kernelbench(tmp_path, [1], device="cpu", max_turns=1, timeout=600, state=tmp_path / "s.jsonl", seconds=250)
+    assert [line["problem"] for line in lines] == ["1_Sum", "2_Sum"]
