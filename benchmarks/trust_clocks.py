@@ -38,10 +38,16 @@ def _traced(path: Path) -> dict[str, str]:
     out = path.open("w")
     reference_batch, candidate_batch = Session._reference_batch, Session._run_candidate_batch
 
-    def write(kind: str, n: int, seconds: float, events: float | None, parts: Any = None) -> None:
+    last_end = [time.monotonic()]
+
+    def write(kind: str, n: int, seconds: float, events: float | None, parts: Any = None, began: float = 0.0) -> None:
+        # wall: the whole method on the parent's clock (the batch's own seconds plus what surrounds it: the probe,
+        # stopping and waking jobs); gap: the parent's time since the previous batch's method returned (checks, rounds)
+        ended = time.monotonic()
         out.write(json.dumps({"example": state["example"], "batch": kind, "calls": n, "seconds": seconds,
-                              "events_ms": events, "parts_ms": parts}) + "\n")
+                              "wall": ended - began, "gap": began - last_end[0], "events_ms": events, "parts_ms": parts}) + "\n")
         out.flush()
+        last_end[0] = time.monotonic()
 
     def ref(self, model, keys, events=False):
         replies: list[Any] = []
@@ -53,18 +59,21 @@ def _traced(path: Path) -> dict[str, str]:
             return got
 
         self.ref.receive = kept
+        began = time.monotonic()
         try:
             got = reference_batch(self, model, keys, events)
         finally:
             self.ref.receive = receive
         parts = replies[-1].get("parts_ms") if replies and isinstance(replies[-1], dict) else None
-        write(model, len(keys), got[0], got[2], parts)
+        write(model, len(keys), got[0], got[2], parts, began)
         return got
 
     def cand(self, keys, null=False):
+        began = time.monotonic()
         seconds, reply = candidate_batch(self, keys, null=null)
         reply = reply if isinstance(reply, dict) else {}
-        write("candidate_null" if null else "candidate", len(keys), seconds, reply.get("events_ms"), reply.get("parts_ms"))
+        write("candidate_null" if null else "candidate", len(keys), seconds, reply.get("events_ms"), reply.get("parts_ms"),
+              began)
         return seconds, reply
 
     Session._reference_batch, Session._run_candidate_batch = ref, cand
@@ -79,6 +88,8 @@ def _print_parts(trace: Path) -> None:
         if rec.get("parts_ms") and rec["calls"] > 1:  # the one-call batches are warm-ups and probes
             groups.setdefault((rec["example"], rec["batch"]), []).append(
                 rec["parts_ms"])  # already per call
+    if not groups:
+        return
     print("\n| example | batch | batches | inputs (mix) | call | projection |")
     print("|---|---|---|---|---|---|")
     for (example, batch), parts in sorted(groups.items()):
