@@ -61,6 +61,7 @@ class Flag(str, enum.Enum):
     BEYOND_ROOFLINE = "beyond_roofline"
     CLOCKS_DISAGREE = "clocks_disagree"
     NEAR_ZERO_REFERENCE = "near_zero_reference"
+    CONSTANT_REFERENCE = "constant_reference"
     NOISY_TIMING = "noisy_timing"
 
 

@@ -50,6 +50,9 @@ def judge(status: str, speedup_vs_eager: float | None, speedup_vs_compile: float
         return Decision(False, f"not accepted ({status})", speedup)
     if speedup is None:
         return Decision(False, "accepted but never timed, so there is no speedup to keep it for", None)
+    if Flag.CONSTANT_REFERENCE.value in flags:
+        return Decision(False, "the reference's output is one constant whatever its inputs, so the verdict proves "
+                               "nothing about the kernel", speedup)
     if Flag.NOISY_TIMING.value in flags and not keep_noisy:
         return Decision(False, f"its timing was noisy ({speedup:.2f}x is not trustworthy); re-benchmark it on a quiet "
                                "machine", speedup)

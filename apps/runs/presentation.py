@@ -28,6 +28,7 @@ FLAG_WORDS: dict[str, str] = {
     "beyond_roofline": "The measured time is below what the hardware can physically do for this work: not believable.",
     "clocks_disagree": "The GPU events and the host clock disagree: work ran outside the timed stream.",
     "near_zero_reference": "The reference's outputs are nearly all zero, so the tolerance check proves little.",
+    "constant_reference": "The reference returns the same constant whatever its inputs: any kernel writing it passes, so this verdict proves nothing about the kernel.",
     "noisy_timing": "The speedup's interval stayed wide (or the timing was disturbed); the figure is less certain and is not a headline.",
 }
 

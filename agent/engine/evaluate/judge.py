@@ -51,6 +51,9 @@ def judge(out: Outcome, cfg: EvalConfig, build: BuildInfo, compile_cached: dict[
         return _failed(verdict, out, cfg, job)
     labels = out.reference.get("labels", [])
     verdict.correct = bool(verdict.trials) and len(verdict.trials) == len(labels) and all(t.passed for t in verdict.trials)
+    constant = _constant_reference(out.comparisons)
+    if constant is not None:
+        verdict.flags.append(constant)
     if out.measured is not None:
         _timing(verdict, out, out.measured, compile_cached)
         if verdict.timing is not None:
@@ -92,6 +95,20 @@ def _failed(verdict: Verdict, out: Outcome, cfg: EvalConfig, job: JobResult) -> 
     verdict.status = Status.REJECTED if any(f.flag in REJECTING_FLAGS for f in verdict.flags) else Status.RUNTIME_ERROR
     verdict.message = cap_log(message or describe_failure(job, "running the candidate"), 6000)
     return verdict
+
+
+def _constant_reference(comparisons: list[dict[str, Any]]) -> Finding | None:
+    """Raised where the reference's job found every output of every checked trial to be one constant, the same in
+    every trial although each trial's inputs differ: then writing that constant passes every check."""
+    seen = [c.get("reference_constants") for c in comparisons]
+    first = seen[0] if seen else None
+    if len(seen) < 2 or not first or any(s != first for s in seen) or any(v is None for v in first):
+        return None
+    values = ", ".join(f"{v:g}" for v in first[:4]) + (", ..." if len(first) > 4 else "")
+    return Finding(Flag.CONSTANT_REFERENCE,
+                   f"the reference returned the same constant output{'s' if len(first) > 1 else ''} ({values}) on all "
+                   f"{len(seen)} checked trials, whatever their inputs: a candidate that only writes "
+                   f"{'them' if len(first) > 1 else 'it'} passes, so this verdict says nothing about a kernel")
 
 
 def _trial(c: dict[str, Any]) -> TrialResult:

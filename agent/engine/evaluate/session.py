@@ -202,7 +202,8 @@ class Session:
             self._take_flags(reply)
             compared = self._ask_ref({"cmd": "compare", "index": index, "layout": reply.get("layout")})
             out.outputs = compared["outputs"]
-            out.comparisons.append({"index": index, "label": label, **compared["comparison"]})
+            out.comparisons.append({"index": index, "label": label, **compared["comparison"],
+                                    "reference_constants": compared.get("constants")})
         try:
             self._ask_cand({"cmd": "census"})  # its flags are taken like every reply's
         except _CandidateFailed:
