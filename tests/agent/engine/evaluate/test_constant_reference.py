@@ -5,9 +5,7 @@ kernel. Through the real engine on the CPU."""
 
 import pytest
 
-from agent.engine.evaluate import EvalConfig, Evaluator
 from agent.engine.evaluate.judge import _constant_reference
-from agent.engine.sandbox import Limits
 from agent.engine.verdict import Flag, Status
 from agent.knowledge.library import judge_verdict
 
@@ -47,18 +45,10 @@ class ModelNew(nn.Module):
         return torch.zeros(x.shape[0], 1)
 '''
 VARYING = PROBLEM.replace("return m - m.mean(dim=1, keepdim=True)", "return m")
-CONFIG = EvalConfig(device="cpu", compile_baseline=False, allow_any_torch_op=True, min_rounds=2, max_rounds=2,
-                    batch_ms=5.0, limits=Limits(wall_seconds=60, memory_bytes=4 << 30))
 
 
-@pytest.fixture(scope="module")
-def evaluator(tmp_path_factory):
-    with Evaluator(CONFIG, cache_root=tmp_path_factory.mktemp("kstudio-cache")) as ev:
-        yield ev
-
-
-def test_a_candidate_writing_the_constant_of_a_constant_reference_is_flagged_and_kept_out_of_the_library(evaluator):
-    verdict = evaluator.evaluate(PROBLEM, ZEROS)
+def test_a_candidate_writing_the_constant_of_a_constant_reference_is_flagged_and_kept_out_of_the_library(quick_cpu_evaluator):
+    verdict = quick_cpu_evaluator.evaluate(PROBLEM, ZEROS)
     assert verdict.status is Status.ACCEPTED, verdict.message  # the problem is at fault, not the candidate
     found = [f for f in verdict.flags if f.flag is Flag.CONSTANT_REFERENCE]
     assert found and "(0)" in found[0].detail and f"all {len(verdict.trials)} checked trials" in found[0].detail, verdict.flags
@@ -66,8 +56,8 @@ def test_a_candidate_writing_the_constant_of_a_constant_reference_is_flagged_and
     assert not decision.keep and "constant" in decision.reason
 
 
-def test_a_reference_whose_outputs_vary_raises_no_such_flag(evaluator):
-    verdict = evaluator.evaluate(VARYING, VARYING.replace("class Model(", "class ModelNew("))
+def test_a_reference_whose_outputs_vary_raises_no_such_flag(quick_cpu_evaluator):
+    verdict = quick_cpu_evaluator.evaluate(VARYING, VARYING.replace("class Model(", "class ModelNew("))
     assert verdict.status is Status.ACCEPTED, verdict.message
     assert Flag.CONSTANT_REFERENCE not in {f.flag for f in verdict.flags}
 

@@ -2,10 +2,6 @@
 draws per call in both jobs, so no table of every rolled pool draw's outputs can answer them, and a candidate whose
 job mixes its inputs otherwise is caught by the check of every timed call."""
 
-import pytest
-
-from agent.engine.evaluate import EvalConfig, Evaluator
-from agent.engine.sandbox import Limits
 from agent.engine.verdict import Status
 
 PROBLEM = '''
@@ -39,23 +35,15 @@ def _pooled(self, seed, fresh=False, **others):
 
 _keyed.Pools.__init__ = _pooled
 ''' + OWN_CODE
-CONFIG = EvalConfig(device="cpu", compile_baseline=False, allow_any_torch_op=True, min_rounds=2, max_rounds=2,
-                    batch_ms=5.0, limits=Limits(wall_seconds=60, memory_bytes=4 << 30))
 
 
-@pytest.fixture(scope="module")
-def evaluator(tmp_path_factory):
-    with Evaluator(CONFIG, cache_root=tmp_path_factory.mktemp("kstudio-cache")) as ev:
-        yield ev
-
-
-def test_a_problem_with_few_outputs_is_timed_on_fresh_mixes_alike_in_both_jobs(evaluator):
-    verdict = evaluator.evaluate(PROBLEM, OWN_CODE)
+def test_a_problem_with_few_outputs_is_timed_on_fresh_mixes_alike_in_both_jobs(quick_cpu_evaluator):
+    verdict = quick_cpu_evaluator.evaluate(PROBLEM, OWN_CODE)
     assert verdict.status is Status.ACCEPTED, verdict.message
     assert verdict.timing is not None and verdict.timing.verified_calls > 0
 
 
-def test_a_candidate_whose_job_mixes_from_the_pools_instead_is_caught(evaluator):
-    verdict = evaluator.evaluate(PROBLEM, POOLED_MIX)
+def test_a_candidate_whose_job_mixes_from_the_pools_instead_is_caught(quick_cpu_evaluator):
+    verdict = quick_cpu_evaluator.evaluate(PROBLEM, POOLED_MIX)
     assert verdict.status in (Status.REJECTED, Status.INCORRECT), verdict.message
     assert "timed_output_mismatch" in verdict.flag_names(), verdict.message
