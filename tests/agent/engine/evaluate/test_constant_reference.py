@@ -31,19 +31,11 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
-ZEROS = '''
-import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(64, 16)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.zeros(x.shape[0], 1)
-'''
+# The same module, as its candidate, writing the constant and nothing else.
+ZEROS = PROBLEM.replace("class Model(", "class ModelNew(").replace(
+    """        m = self.lin(x).max(dim=1, keepdim=True).values
+        return m - m.mean(dim=1, keepdim=True)""", """        return torch.zeros(x.shape[0], 1)""")
+assert "torch.zeros(x.shape[0], 1)" in ZEROS
 VARYING = PROBLEM.replace("return m - m.mean(dim=1, keepdim=True)", "return m")
 
 
