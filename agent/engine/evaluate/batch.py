@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from agent.engine.evaluate.keyed import Pools, derive, project
+from agent.engine.evaluate.keyed import Pools, derive, project_rows
 from agent.engine.evaluate.parking import Shelf
 
 
@@ -26,6 +26,16 @@ PARTS = os.environ.get("KSTUDIO_BATCH_PARTS") == "1"
 
 def run_batch(fn: Callable[..., Any], bases: list[list[Any]], keys: list[int], device: str, pools: Pools) -> dict[str, Any]:
     """Calls fn once per key on that key's inputs; returns each call's projections (and device events)."""
+    return run_batch_figures(fn, bases, keys, device, pools)[0]
+
+
+def run_batch_figures(fn: Callable[..., Any], bases: list[list[Any]], keys: list[int], device: str,
+                      pools: Pools) -> tuple[dict[str, Any], torch.Tensor | None]:
+    """run_batch's reply, and beside it every call's figures on the host where the fused kernels projected (calls x
+    outputs x keyed_cuda.FIGURES: each projection with its bound's sums, keyed.project_rows), else None. Every batch
+    reads the same figures back, so that a batch of the reference's brings its calls' bounds at no cost the
+    candidate's batches do not also pay (the reference's job keeps them to check the candidate's calls on the same
+    keys: reference_job.checks)."""
     cuda = device == "cuda"
     if cuda:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -47,7 +57,7 @@ def run_batch(fn: Callable[..., Any], bases: list[list[Any]], keys: list[int], d
             bad = [type(o).__name__ for o in outs if type(o) is not torch.Tensor]
             if bad:
                 raise TypeError(f"forward returned {', '.join(bad)} instead of torch.Tensor outputs")
-            sums.append(project(outs, key, pools))
+            sums.append(project_rows(outs, key, pools))
             if mark:
                 mark()
     if cuda:
@@ -57,13 +67,17 @@ def run_batch(fn: Callable[..., Any], bases: list[list[Any]], keys: list[int], d
         # that leaves each call's launch latency in the figures, for the baselines too, and on the H100 took identical
         # code from 0.96-1.05x to 0.80-1.09x and the cache-hit turn past 10 s: docs/benchmarks.md §15, session 18.)
         torch.cuda.synchronize()
-    projections = torch.stack(sums).cpu().tolist() if sums else []  # read back once, at the end
+    figures = torch.stack(sums).cpu() if sums and len({s.shape for s in sums}) == 1 else None  # read back once
+    if figures is not None:
+        projections = (figures[..., 0] if figures.dim() == 3 else figures).tolist()
+    else:  # calls whose outputs differ in number (never in practice): one read each
+        projections = [(s[:, 0] if s.dim() == 2 else s).cpu().tolist() for s in sums]
     reply: dict[str, Any] = {"projections": projections}
     if cuda:
         reply["events_ms"] = start.elapsed_time(end)
     if marks:
         reply["parts_ms"] = _parts(marks)
-    return reply
+    return reply, figures if figures is not None and figures.dim() == 3 else None
 
 
 def _marker(marks: list[list[Any]]) -> Callable[[], None]:

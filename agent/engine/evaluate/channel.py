@@ -29,6 +29,10 @@ class ParentEnd:
         self._buffer = b""
         # Until the job's own copies are the only ones (close_job_ends), EOF cannot tell that it died: ask this.
         self.alive = alive or (lambda: True)
+        # Seconds from each command's send to its reply, summed per command name: where an evaluation's time goes
+        # (the verdict's `seconds`), never evidence of speed.
+        self.ledger: dict[str, float] = {}
+        self._pending: tuple[str, float] | None = None
 
     def job_fds(self) -> tuple[int, int]:
         return self._commands[0], self._replies[1]
@@ -45,7 +49,9 @@ class ParentEnd:
             os.write(self._commands[1], data)
         except OSError as exc:
             raise ChannelError("the job is gone: its command pipe is closed") from exc
-        return time.perf_counter()
+        sent = time.perf_counter()
+        self._pending = (str(command.get("cmd")), sent)
+        return sent
 
     def receive(self, seconds: float) -> tuple[dict[str, Any], float]:
         """The next reply and the parent's clock at the moment its line was complete."""
@@ -66,6 +72,10 @@ class ParentEnd:
             if len(self._buffer) > MAX_LINE and b"\n" not in self._buffer:
                 raise ChannelError(f"the job wrote a line over {MAX_LINE >> 20} MiB")
         at = time.perf_counter()
+        if self._pending is not None:
+            name, sent = self._pending
+            self.ledger[name] = self.ledger.get(name, 0.0) + at - sent
+            self._pending = None
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
             reply = json.loads(line)

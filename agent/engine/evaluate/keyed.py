@@ -368,13 +368,23 @@ def _values(out: torch.Tensor) -> torch.Tensor:
 
 
 def project(outputs: list[torch.Tensor], key: int, pools: Pools) -> torch.Tensor:
-    """One keyed projection per output, non-finite terms counted as zero. On a GPU a device tensor, so that a batch
-    synchronises only once, at its end; on the CPU a plain dot product (non-finite results redone)."""
+    """One keyed projection per output, non-finite terms counted as zero (project_rows' first figures)."""
+    rows = project_rows(outputs, key, pools)
+    return rows[:, 0] if rows.dim() == 2 else rows
+
+
+def project_rows(outputs: list[torch.Tensor], key: int, pools: Pools) -> torch.Tensor:
+    """One keyed projection per output. On a GPU a device tensor, so that a batch synchronises only once, at its end;
+    where the fused kernels run, one row per output: the projection, then the bound's sums over the same weights
+    (keyed_cuda.FIGURES, from the same pass: bound_of_figures turns them into projection_bound's figure). On the CPU a
+    plain dot product (non-finite results redone)."""
     if outputs and pools.fused and all(keyed_cuda.supported(o) for o in outputs):
-        # One launch per output, each writing its figure into one float64 vector: no other allocation or launch per call.
-        kernels, fused = keyed_cuda.Kernels.load(), torch.empty(len(outputs), dtype=torch.float64, device=outputs[0].device)
+        # One launch per output, each writing its figures into one float64 tensor: no other allocation or launch per call.
+        kernels = keyed_cuda.Kernels.load()
+        figures = keyed_cuda.FIGURES
+        fused = torch.empty((len(outputs), figures), dtype=torch.float64, device=outputs[0].device)
         for j, o in enumerate(outputs):
-            kernels.project(o, _seed(key, 1000 + j), fused.data_ptr() + 8 * j)
+            kernels.project(o, _seed(key, 1000 + j), fused.data_ptr() + 8 * figures * j)
         return fused
     sums = []
     for j, o in enumerate(outputs):
@@ -417,9 +427,18 @@ def projection_bound(refs: list[torch.Tensor], key: int, pools: Pools, rtol: flo
 
 
 def _fused_bound(ref: torch.Tensor, seed: int, r_tol: float, scale: float) -> float:
+    return _bound(keyed_cuda.Kernels.load().bound_sums(ref, seed), r_tol, scale)
+
+
+def bound_of_figures(sums: list[float], dtype: torch.dtype, rtol: float | None, atol_scale: float | None) -> float:
+    """projection_bound's figure for one output of `dtype` from the fused projection's bound sums (project_rows)."""
+    return _bound(sums, *tolerances(dtype, rtol, atol_scale))
+
+
+def _bound(sums: Any, r_tol: float, scale: float) -> float:
     """projection_bound's figure for one output from the fused kernels' one pass (the same weights as the projection):
     with tol_i = r |y_i| + s M, sum w_i^2 tol_i^2 = r^2 sum w^2 y^2 + 2 r s M sum w^2 |y| + s^2 M^2 sum w^2."""
-    squares, weighed, weights, rounding, magnitude = keyed_cuda.Kernels.load().bound_sums(ref, seed)
+    squares, weighed, weights, rounding, magnitude = sums
     absolute = scale * magnitude
     variance = r_tol * r_tol * squares + 2.0 * r_tol * absolute * weighed + absolute * absolute * weights
     return SIGMAS * max(variance, 0.0) ** 0.5 + ROUNDING * rounding + 1e-30

@@ -103,6 +103,8 @@ __device__ __forceinline__ void store4_##SUFFIX(u16* p, u64 g, bool vec, const f
 HALF4(f16)
 HALF4(bf16)
 
+#define FIGURES 6  // keep in step with FIGURES below
+
 __device__ __forceinline__ bool finite(float v) { return (__float_as_uint(v) & 0x7F800000u) != 0x7F800000u; }
 
 __device__ __forceinline__ double block_sum(double v, double* shared) {
@@ -151,15 +153,43 @@ MIX(keyed_mix_f32, float, f32)
 MIX(keyed_mix_f16, u16, f16)
 MIX(keyed_mix_bf16, u16, bf16)
 
-// *result = sum over the elements of w_i y_i, non-finite terms counted as zero: each block writes its sum to
+// One element's share of the projection and, from the same load and the same weight, of the bound's sums
+// (keyed.projection_bound): w y where finite, then with a = |y| (non-finite y counted as zero) w^2 a^2, w^2 a, w^2,
+// |w| a, and the largest a. In double: a bound must not overflow where the outputs are large.
+__device__ __forceinline__ void take(float w, float y, double s[FIGURES - 1], float& most) {
+    const float p = w * y;
+    if (finite(p)) s[0] += (double)p;
+    const float a = finite(y) ? fabsf(y) : 0.0f;
+    const double w2 = (double)w * (double)w, v = (double)a;
+    s[1] += w2 * v * v; s[2] += w2 * v; s[3] += w2; s[4] += fabs((double)w) * v;
+    most = fmaxf(most, a);
+}
+
+__device__ __forceinline__ float block_max(float v, float* shared) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xFFFFFFFFu, v, o));
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    v = (threadIdx.x < (blockDim.x >> 5)) ? shared[threadIdx.x] : 0.0f;
+    if (warp == 0) for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_down_sync(0xFFFFFFFFu, v, o));
+    __syncthreads();
+    return v;
+}
+
+// result[0..FIGURES) = the projection sum_i w_i y_i (non-finite terms counted as zero), then the bound's sums
+// sum w^2 y^2, sum w^2 |y|, sum w^2, sum |w y| and max |y|: one pass over the output gives both, so that the
+// reference's timed eager batch brings the bounds of its calls at no extra traffic, and every job's batches (the
+// candidate's and the null ones included) do exactly the same work per call. Each block writes its figures to
 // partials, and the last block to finish (counted in *done, which it sets back to zero) adds them up in block order,
-// so that one launch gives the figure and every job reduces alike (groups of four from a keyed start, as the mix).
+// so that one launch gives the figures and every job reduces alike (groups of four from a keyed start, as the mix).
 #define PROJECT(NAME, T, SUFFIX) \
 extern "C" __global__ void NAME(const T* y, double* partials, unsigned int* done, double* result, u64 n, u64 seed, \
                                 u64 vec) { \
     __shared__ double shared[32]; \
+    __shared__ float mosts[32]; \
     __shared__ bool last; \
-    double s = 0.0; \
+    double s[FIGURES - 1] = {0.0, 0.0, 0.0, 0.0, 0.0}; \
+    float most = 0.0f; \
     const u64 groups = n >> 2; \
     const u64 start = groups ? hash64(seed, n) % groups : 0ull;  /* no division by zero for a tiny tensor */ \
     for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < groups; k += (u64)gridDim.x * blockDim.x) { \
@@ -168,60 +198,41 @@ extern "C" __global__ void NAME(const T* y, double* partials, unsigned int* done
         load4_##SUFFIX(y, g, vec != 0, v); \
         gaussian2(seed, 2 * g, w[0], w[1]); \
         gaussian2(seed, 2 * g + 1, w[2], w[3]); \
-        for (int j = 0; j < 4; ++j) { \
-            float p = w[j] * v[j]; \
-            if (finite(p)) s += (double)p; \
-        } \
+        for (int j = 0; j < 4; ++j) take(w[j], v[j], s, most); \
     } \
     if (blockIdx.x == 0 && threadIdx.x < (n & 3ull)) { \
         const u64 i = 4 * groups + threadIdx.x; \
-        float p = gaussian(seed, i) * load_##SUFFIX(y, i); \
-        if (finite(p)) s += (double)p; \
+        take(gaussian(seed, i), load_##SUFFIX(y, i), s, most); \
     } \
-    s = block_sum(s, shared); \
+    for (int k = 0; k < FIGURES - 1; ++k) s[k] = block_sum(s[k], shared); \
+    most = block_max(most, mosts); \
     if (threadIdx.x == 0) { \
-        partials[blockIdx.x] = s; \
+        double* p = partials + FIGURES * (u64)blockIdx.x; \
+        for (int k = 0; k < FIGURES - 1; ++k) p[k] = s[k]; \
+        p[FIGURES - 1] = (double)most; \
         __threadfence(); \
         last = atomicAdd(done, 1u) == gridDim.x - 1; \
     } \
     __syncthreads(); \
     if (!last) return; \
-    double t = 0.0; \
-    for (unsigned int k = threadIdx.x; k < gridDim.x; k += blockDim.x) t += ((volatile double*)partials)[k]; \
-    t = block_sum(t, shared); \
-    if (threadIdx.x == 0) { *result = t; *done = 0u; } \
+    double t[FIGURES - 1] = {0.0, 0.0, 0.0, 0.0, 0.0}; \
+    float m = 0.0f; \
+    for (unsigned int b = threadIdx.x; b < gridDim.x; b += blockDim.x) { \
+        const volatile double* p = partials + FIGURES * (u64)b; \
+        for (int k = 0; k < FIGURES - 1; ++k) t[k] += p[k]; \
+        m = fmaxf(m, (float)p[FIGURES - 1]); \
+    } \
+    for (int k = 0; k < FIGURES - 1; ++k) t[k] = block_sum(t[k], shared); \
+    m = block_max(m, mosts); \
+    if (threadIdx.x == 0) { \
+        for (int k = 0; k < FIGURES - 1; ++k) result[k] = t[k]; \
+        result[FIGURES - 1] = (double)m; \
+        *done = 0u; \
+    } \
 }
 PROJECT(keyed_project_f32, float, f32)
 PROJECT(keyed_project_f16, u16, f16)
 PROJECT(keyed_project_bf16, u16, bf16)
-
-// The bound's sums over the block's elements (y non-finite counted as zero), with the projection's weights w:
-// partials[5 * block + k] = sum w^2 y^2, sum w^2 |y|, sum w^2, sum |w y|, max |y|.
-#define BOUND(NAME, T, LOAD) \
-extern "C" __global__ void NAME(const T* y, double* partials, u64 n, u64 seed) { \
-    __shared__ double shared[32]; \
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0; float most = 0.0f; \
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) { \
-        float v = LOAD(y, i); \
-        v = finite(v) ? fabsf(v) : 0.0f; \
-        double w = (double)gaussian(seed, i), w2 = w * w; \
-        s0 += w2 * v * v; s1 += w2 * v; s2 += w2; s3 += fabs(w) * v; most = fmaxf(most, v); \
-    } \
-    double t0 = block_sum(s0, shared), t1 = block_sum(s1, shared), t2 = block_sum(s2, shared); \
-    double t3 = block_sum(s3, shared); \
-    for (int o = 16; o > 0; o >>= 1) most = fmaxf(most, __shfl_down_sync(0xFFFFFFFFu, most, o)); \
-    __shared__ float mosts[32]; \
-    if ((threadIdx.x & 31) == 0) mosts[threadIdx.x >> 5] = most; \
-    __syncthreads(); \
-    if (threadIdx.x == 0) { \
-        for (int k = 1; k < (int)(blockDim.x >> 5); ++k) most = fmaxf(most, mosts[k]); \
-        double* p = partials + 5 * (u64)blockIdx.x; \
-        p[0] = t0; p[1] = t1; p[2] = t2; p[3] = t3; p[4] = (double)most; \
-    } \
-}
-BOUND(keyed_bound_f32, float, load_f32)
-BOUND(keyed_bound_f16, u16, load_f16)
-BOUND(keyed_bound_bf16, u16, load_bf16)
 
 // The projection's weights themselves (tests, and anyone checking the kernels against torch).
 extern "C" __global__ void keyed_weights(float* w, u64 n, u64 seed) {
@@ -231,6 +242,8 @@ extern "C" __global__ void keyed_weights(float* w, u64 n, u64 seed) {
 """
 
 SUFFIX = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+# The projection kernel's figures per output: the projection, then the bound's five sums (bound_sums).
+FIGURES = 6
 THREADS = 256
 # Blocks at most, whatever the size: enough to fill any current GPU several times over; a grid-stride loop does the
 # rest. Fixed, so that every job reduces in the same order (the projections are then bitwise alike for alike outputs).
@@ -246,7 +259,7 @@ class Kernels:
     installed in this process, compiling them first where none are; it raises where NVRTC or the driver cannot."""
 
     def __init__(self, binary: bytes) -> None:
-        names = [f"keyed_{kind}_{suffix}" for kind in ("mix", "project", "bound") for suffix in SUFFIX.values()]
+        names = [f"keyed_{kind}_{suffix}" for kind in ("mix", "project") for suffix in SUFFIX.values()]
         module = torch.cuda._utils._cuda_load_module(binary, [*names, "keyed_weights"])
         self.binary = binary
         self._functions = {name: kernel.func for name, kernel in module.items()}
@@ -282,25 +295,24 @@ class Kernels:
         return out
 
     def project(self, y: torch.Tensor, seed: int, result: int) -> None:
-        """sum_i w_i y_i into the float64 at device address `result` (no synchronisation, no allocation: one launch)."""
+        """The FIGURES doubles at device address `result`: sum_i w_i y_i, then the bound's sums (bound_sums); no
+        synchronisation, no allocation: one launch."""
         flat = y.detach().reshape(-1)
         n = flat.numel()
         if self._scratch is None or self._scratch[0].device != flat.device:
-            # One block sum per block and the blocks' count; kernels on a stream run one after another, so one scratch
+            # Each block's figures and the blocks' count; kernels on a stream run one after another, so one scratch
             # serves every projection of the process.
-            self._scratch = (torch.empty(MOST_BLOCKS, dtype=torch.float64, device=flat.device),
+            self._scratch = (torch.empty(MOST_BLOCKS * FIGURES, dtype=torch.float64, device=flat.device),
                              torch.zeros(1, dtype=torch.int32, device=flat.device))
         partials, done = self._scratch
         self._launch(f"keyed_project_{SUFFIX[flat.dtype]}", n // 4, flat, partials, done, result, n, seed, _vector(flat))
 
     def bound_sums(self, y: torch.Tensor, seed: int) -> tuple[float, float, float, float, float]:
-        """(sum w^2 y^2, sum w^2 |y|, sum w^2, sum |w y|, max |y|), non-finite y counted as zero."""
-        flat = y.detach().reshape(-1)
-        n = flat.numel()
-        partials = torch.empty((_blocks(n), 5), dtype=torch.float64, device=flat.device)
-        self._launch(f"keyed_bound_{SUFFIX[flat.dtype]}", n, flat, partials, n, seed)
-        sums = partials[:, :4].sum(0).tolist()
-        return sums[0], sums[1], sums[2], sums[3], float(partials[:, 4].max())
+        """(sum w^2 y^2, sum w^2 |y|, sum w^2, sum |w y|, max |y|), non-finite y counted as zero: the projection's pass."""
+        figures = torch.empty(FIGURES, dtype=torch.float64, device=y.device)
+        self.project(y, seed, figures.data_ptr())
+        sums = figures.tolist()
+        return sums[1], sums[2], sums[3], sums[4], sums[5]
 
     def weights(self, n: int, seed: int, device: torch.device) -> torch.Tensor:
         out = torch.empty(n, dtype=torch.float32, device=device)

@@ -25,13 +25,13 @@ from typing import Any, BinaryIO
 
 import torch
 
-from agent.engine.evaluate.batch import ping, as_list, parking, probe_ms, run_batch, stand_in_specs, zero_stand_ins
+from agent.engine.evaluate.batch import ping, as_list, parking, probe_ms, run_batch_figures, stand_in_specs, zero_stand_ins
 from agent.engine.evaluate.channel import JobEnd
 from agent.engine.evaluate.codec import write_result
 from agent.engine.evaluate.compare import compare_outputs
 from agent.engine.evaluate.jobs import PROBLEM_MODULE, hardware_facts, setup_device, work_estimate
 import agent.engine.evaluate.keyed_cuda as keyed_cuda
-from agent.engine.evaluate.keyed import Pools, derive, few_outputs, project, projection_bound
+from agent.engine.evaluate.keyed import Pools, bound_of_figures, derive, few_outputs, project, projection_bound
 from agent.engine.evaluate.loader import exec_module
 from agent.engine.evaluate.memory import CHUNK_BYTES
 from agent.engine.evaluate.parking import Shelf
@@ -116,6 +116,9 @@ class _State:
         self.compiled: Any = None
         self.pools = Pools(0)
         self.probe_cycles = 0
+        # The last eager batch's keys and figures (batch.run_batch_figures): the expected projections and bounds of the
+        # candidate's calls on the same keys, without running the reference again (the "expected" command).
+        self.eager_figures: tuple[list[int], torch.Tensor] | None = None
 
     @property
     def bases(self) -> list[list[Any]]:
@@ -143,6 +146,7 @@ class _State:
                 return self.compare(int(command["index"]), command.get("layout"))
             if name == "bases":
                 self.pools = Pools(int(command["pool_seed"]))
+                self.eager_figures = None
                 reply = self.set_bases() if command.get("variant") is None else self.set_variant_bases(int(command["variant"]))
                 # Decided here, where the outputs are known; the parent hands it to the candidate's job with the bases
                 # (keyed.FEW_OUTPUTS), and a candidate's job that mixed otherwise only gets its outputs wrong.
@@ -161,6 +165,8 @@ class _State:
                 return self.batch(command["model"], [int(k) for k in command["keys"]])
             if name == "verify":
                 return self.verify([int(k) for k in command["keys"]])
+            if name == "expected":
+                return self.expected([int(k) for k in command["keys"]])
             if name == "work":
                 return {"work": work_estimate(self.model, self.bases[0] if self.bases else self._call_inputs(0), self.device)}
             if name == "exit":
@@ -275,7 +281,10 @@ class _State:
             fn = lambda *args: stand_ins  # noqa: E731 - the harness's share of a batch, without the call
         else:
             fn = self.compiled if model == "compile" else self.model
-        return run_batch(fn, self.bases, keys, self.device, self.pools)
+        reply, figures = run_batch_figures(fn, self.bases, keys, self.device, self.pools)
+        if model == "eager":
+            self.eager_figures = (keys, figures) if figures is not None else None
+        return reply
 
     def _probe(self) -> float:
         from agent.engine.evaluate.timing import busy_cycles
@@ -285,12 +294,39 @@ class _State:
         return probe_ms(self.probe_cycles)
 
     def verify(self, keys: list[int]) -> dict[str, Any]:
+        """The reference's projections and bounds for `keys`: one batch where the fused kernels project (its figures
+        hold both), else call by call."""
+        if self.pools.fused:
+            _, figures = run_batch_figures(self.model, self.bases, keys, self.device, self.pools)
+            if figures is not None:
+                return self._checks(figures)
         expected, bounds = [], []
         for key in keys:
             refs = as_list(self.model(*derive(self.bases, key, self.pools)))
             expected.append(project(refs, key, self.pools).cpu().tolist())
             bounds.append(projection_bound(refs, key, self.pools, *self.tolerances))
         return {"expected": expected, "bounds": bounds}
+
+    def expected(self, keys: list[int]) -> dict[str, Any]:
+        """verify's answer for `keys` from the last eager batch, where it ran them first (the parent draws a round's
+        keys and hands every batch a prefix of them); else verify's own."""
+        if self.eager_figures is not None:
+            ran, figures = self.eager_figures
+            if ran[:len(keys)] == keys:
+                return self._checks(figures[:len(keys)])
+        return self.verify(keys)
+
+    def _checks(self, figures: torch.Tensor) -> dict[str, Any]:
+        """Expected projections and their bounds from a batch's figures (calls x outputs x FIGURES), the outputs'
+        dtypes being the reference's (its stand-ins are its outputs' clones)."""
+        dtypes = [o.dtype for o in self.stand_ins] or [dtype for _, dtype in self.stand_in_shapes]
+        rows = figures.tolist()
+        if any(len(call) != len(dtypes) for call in rows):
+            raise ValueError(f"the reference gave {len(rows[0]) if rows else 0} outputs in a batch and {len(dtypes)} in its "
+                             "checked calls")
+        return {"expected": [[r[0] for r in call] for call in rows],
+                "bounds": [[bound_of_figures(r[1:], dtype, *self.tolerances) for r, dtype in zip(call, dtypes)]
+                           for call in rows]}
 
 
 def _constant(output: Any) -> float | None:

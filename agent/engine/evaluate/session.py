@@ -14,7 +14,9 @@ one command at a time (channel.py):
    parent's own clock times every batch; the null batch (the harness's share: keyed inputs and projections,
    run by the reference's job) is taken off, from the candidate's batches only as much of it as the candidate's
    own null batches say its process needs (null_scale, never more). Each candidate call's projection is checked
-   against the reference's for the same key (keyed.py). Rounds go on until the speedup's interval is narrow enough.
+   against the reference's for the same key (keyed.py): on a GPU, from the round's eager batch, which runs every key
+   the candidate's does and whose fused projections carry the bounds too; elsewhere the reference's job runs the
+   reference on those keys again. Rounds go on until the speedup's interval is narrow enough.
 """
 from __future__ import annotations
 
@@ -119,6 +121,9 @@ class Session:
         # the host, so the two never hold their working sets on the device at once.
         self.park = park
         self._ref_parked = self._cand_parked = False
+        # Where the fused kernels project (the reference's job says so with the bases), its eager batch's figures hold
+        # the bounds too, and the candidate's calls are checked from the eager batch on the same keys (_round).
+        self._eager_checks = False
         self.outcome = Outcome()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kstudio-job")
         self.control = JobControl()
@@ -219,6 +224,7 @@ class Session:
         pool_seed = secrets.randbits(62)
         bases = self._ask_ref({"cmd": "bases", "pool_seed": pool_seed, "variant": variant})
         m.harness = str(bases.get("harness", ""))[:600]
+        self._eager_checks = bases.get("fused_mix") is True
         self._ask_cand({**bases, "cmd": "bases", "pool_seed": pool_seed})
         if variant is None:
             self.outcome.seconds["timing.bases"] = time.monotonic() - t0
@@ -247,6 +253,11 @@ class Session:
         for name in models:
             m.calls[name] = self._autorange(name, target, m, _MAX_CALLS)
         m.calls["candidate"] = self._autorange("candidate", target, m, _CHECKED_PER_EAGER * m.calls["eager"])
+        if self._eager_checks:
+            # Eager's batches run every key the candidate's do: their figures are the reference's outputs' projections
+            # and bounds for those keys, so the candidate's calls are checked without running the reference on them
+            # again (a longer eager batch only measures eager more closely).
+            m.calls["eager"] = max(m.calls["eager"], m.calls["candidate"])
         if m is self.outcome.measured:
             self.outcome.seconds["timing.warm_up"] = time.monotonic() - t0
         if m.mismatched_calls:
@@ -306,11 +317,12 @@ class Session:
         nulls: dict[int, float] = {}
         null_events: dict[int, float] = {}
         own_null: float | None = None
+        got: Any = None
         for name in order:
             n = m.calls[name]
             if name == "candidate":
-                seconds, own_events = self._candidate_batch(keys[:n], m, events=True)
-                times[name] = seconds
+                seconds, reply = self._run_candidate_batch(keys[:n])
+                times[name], got, own_events = seconds, reply.get("projections"), _events_per_call(reply, n)
                 own_null = self._candidate_null(keys[:n])
             else:
                 seconds, probe, _ = self._reference_batch(name, keys[:n])
@@ -321,6 +333,8 @@ class Session:
                         m.contended += 1
             if n not in nulls:
                 nulls[n], _, null_events[n] = self._reference_batch("null", keys[:n], events=True)
+        # After the round's eager batch, which ran these keys first where the fused kernels project (_measure).
+        self._check_batch(keys[:n_cand], got, m, command="expected")
         m.candidate_rounds.append(CandidateRound(times["candidate"], n_cand, nulls[n_cand],
                                                  own_null if own_null is not None else float("nan"), own_events,
                                                  null_events.get(n_cand, float("nan"))))
@@ -333,15 +347,6 @@ class Session:
                 m.candidate_events.append(max(r.events_ms - m.null_scale * r.reference_null_events_ms / r.calls, 0.0))
         for name in models:
             _add_figure(m, name, times[name], nulls[m.calls[name]], m.calls[name])
-
-    def _candidate_batch(self, keys: list[int], m: Measured, events: bool = False) -> Any:
-        """Time one batch of the candidate's on the parent's clock, then check every call's projections."""
-        seconds, reply = self._run_candidate_batch(keys)
-        self._check_batch(keys, reply.get("projections"), m)
-        if not events:
-            return seconds
-        ms = reply.get("events_ms")
-        return seconds, (float(ms) / len(keys) if isinstance(ms, (int, float)) and math.isfinite(ms) else None)
 
     def _candidate_null(self, keys: list[int]) -> float | None:
         """The null batch (keyed inputs and projections of stand-in outputs, no call) in the candidate's job, on the
@@ -363,9 +368,10 @@ class Session:
         self._stop_candidate()
         return ended - began, reply
 
-    def _check_batch(self, keys: list[int], got: Any, m: Measured) -> None:
-        """Every call's projections against the reference's for the same keys."""
-        verdict = self._ask_ref({"cmd": "verify", "keys": keys})
+    def _check_batch(self, keys: list[int], got: Any, m: Measured, command: str = "verify") -> None:
+        """Every call's projections against the reference's for the same keys ("expected": from the round's eager
+        batch where it ran them, else the reference's job runs them again, as "verify" always does)."""
+        verdict = self._ask_ref({"cmd": command, "keys": keys})
         for i, (expected, bounds) in enumerate(zip(verdict["expected"], verdict["bounds"])):
             mine = got[i] if isinstance(got, list) and i < len(got) and isinstance(got[i], list) else []
             m.verified_calls += 1
@@ -492,6 +498,8 @@ class Session:
                 except ChannelError:
                     pass
             end.close()
+        for job, end in (("reference", self.ref), ("candidate", self.cand)):
+            out.seconds.update({f"commands.{job}.{name}": spent for name, spent in end.ledger.items()})
         out.candidate_job = self._cand_job.result()
         out.reference_job = self._ref_job.result()
         self.control.close()
@@ -504,6 +512,12 @@ class _CandidateFailed(Exception):
 
 def _keys(n: int) -> list[int]:
     return [secrets.randbits(62) for _ in range(n)]
+
+
+def _events_per_call(reply: dict[str, Any], calls: int) -> float | None:
+    """A batch's device events per call (ms), the candidate's own word: a cross-check, never the figure."""
+    ms = reply.get("events_ms")
+    return float(ms) / calls if isinstance(ms, (int, float)) and math.isfinite(ms) else None
 
 
 def _calls(target_seconds: float, per_call_seconds: float) -> int:

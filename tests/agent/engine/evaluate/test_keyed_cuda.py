@@ -26,7 +26,7 @@ def test_the_harness_kernels_build_for_a_hopper_gpu_with_every_dtype(tmp_path):
                            capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
     entries = set(re.findall(r"\.entry\s+(\w+)\(", (tmp_path / "keyed.ptx").read_text()))
-    wanted = {f"keyed_{kind}_{suffix}" for kind in ("mix", "project", "bound") for suffix in keyed_cuda.SUFFIX.values()}
+    wanted = {f"keyed_{kind}_{suffix}" for kind in ("mix", "project") for suffix in keyed_cuda.SUFFIX.values()}
     assert wanted | {"keyed_weights"} <= entries
 
 
@@ -133,6 +133,27 @@ def test_a_wrong_element_fails_the_fused_projection_check_and_a_right_answer_pas
     wrong = y.clone()
     wrong[:4096] += 3.0  # 0.1% of the elements
     assert not keyed.agree(project([wrong], 8, pools).tolist(), expected, bounds)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_batchs_figures_are_each_calls_projection_and_its_bound_as_the_reference_computes_them_call_by_call(dtype):
+    # The reference's eager batch answers the check of the candidate's calls from its own figures (reference_job.expected):
+    # they must be what verify's call-by-call path gives for the same keys.
+    from agent.engine.evaluate.batch import run_batch_figures
+    from agent.engine.evaluate.keyed import bound_of_figures
+
+    a, b = _pair(1 << 18, dtype, seed=9)
+    bases, pools, keys = [[a.view(512, 512)], [b.view(512, 512)]], Pools(4, fused=True), [3, 99, 12345]
+    fn = lambda x: (torch.tanh(x), x.float().sum(dim=1))  # noqa: E731 - two outputs, one of another dtype
+    reply, figures = run_batch_figures(fn, bases, keys, "cuda", pools)
+    assert figures is not None and tuple(figures.shape) == (3, 2, keyed_cuda.FIGURES)
+    for i, key in enumerate(keys):
+        outs = list(fn(*derive(bases, key, pools)))
+        assert reply["projections"][i] == project(outs, key, pools).tolist()
+        expected = projection_bound(outs, key, pools, None, None)
+        got = [bound_of_figures(figures[i, j, 1:].tolist(), o.dtype, None, None) for j, o in enumerate(outs)]
+        assert got == pytest.approx(expected, rel=1e-9)
 
 
 _SUM_PROBLEM = '''

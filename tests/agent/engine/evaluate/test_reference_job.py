@@ -19,7 +19,8 @@ def test_a_timed_batch_runs_only_the_calls_and_the_gpu_probe_comes_in_the_ping_b
     # device probe inside it made identical code read up to 1.075x on the H100 (docs/benchmarks.md §15, session 17).
     state = _state("cuda")
     ran: list[str] = []
-    monkeypatch.setattr(reference_job, "run_batch", lambda fn, bases, keys, device, pools: ran.append("calls") or {})
+    monkeypatch.setattr(reference_job, "run_batch_figures",
+                        lambda fn, bases, keys, device, pools: (ran.append("calls") or {}, None))
     monkeypatch.setattr(reference_job, "ping", lambda device: ran.append("ping") or {"ok": True})
     monkeypatch.setattr(reference_job._State, "_probe", lambda self: ran.append("probe") or 0.1)
 
@@ -36,3 +37,28 @@ def test_the_cpu_has_no_probe_to_take(monkeypatch):
     state = _state("cpu")
     monkeypatch.setattr(reference_job._State, "_probe", lambda self: pytest.fail("no device probe on the CPU"))
     assert state.handle({"cmd": "ping", "probe": True}) == {"ok": True}
+
+
+def test_the_check_of_a_candidates_calls_comes_from_the_eager_batch_that_ran_the_same_keys_first(monkeypatch):
+    # On a GPU the round's eager batch runs every key the candidate's did, and its fused projections carry the bound's
+    # sums: the check of the candidate's calls is read from them instead of running the reference again.
+    import torch
+
+    from agent.engine.evaluate.keyed import bound_of_figures
+
+    state = _state("cuda")
+    state.stand_ins, state.stand_in_shapes, state.tolerances = [torch.zeros(3)], [], (None, None)
+    figures = torch.tensor([[[1.5, 4.0, 2.0, 3.0, 1.0, 0.5]], [[-2.5, 9.0, 3.0, 3.0, 2.0, 1.5]],
+                            [[0.25, 1.0, 1.0, 3.0, 0.5, 0.5]]], dtype=torch.float64)
+    state.eager_figures = ([5, 6, 7], figures)
+    reran: list[list[int]] = []
+    monkeypatch.setattr(reference_job._State, "verify", lambda self, keys: reran.append(keys) or {"expected": "again"})
+
+    checks = state.handle({"cmd": "expected", "keys": [5, 6]})
+    assert checks["expected"] == [[1.5], [-2.5]]
+    assert checks["bounds"] == [[bound_of_figures([4.0, 2.0, 3.0, 1.0, 0.5], torch.float32, None, None)],
+                                [bound_of_figures([9.0, 3.0, 3.0, 2.0, 1.5], torch.float32, None, None)]]
+    assert checks["bounds"][0][0] != checks["bounds"][1][0] and not reran
+    assert state.handle({"cmd": "expected", "keys": [6, 7]}) == {"expected": "again"}, "not the eager batch's first keys"
+    assert state.handle({"cmd": "expected", "keys": [5, 6, 7, 8]}) == {"expected": "again"}, "more keys than it ran"
+    assert reran == [[6, 7], [5, 6, 7, 8]]

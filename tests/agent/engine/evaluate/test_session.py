@@ -80,7 +80,8 @@ def _rounds(own_nulls: list[float | None], reference_nulls: list[float] | None =
     m = Measured(calls={"candidate": 10, "eager": 10})
     reference_nulls = reference_nulls or [0.040] * len(own_nulls)
     for own, reference in zip(own_nulls, reference_nulls):
-        session._candidate_batch = lambda keys, m, events=False: (0.050, None)
+        session._run_candidate_batch = lambda keys: (0.050, {"projections": []})
+        session._check_batch = lambda keys, got, m, command="verify": None
         session._candidate_null = lambda keys, own=own: own
         session._reference_batch = lambda model, keys, events=False, reference=reference: \
             (0.060 if model == "eager" else reference, None, float("nan"))
