@@ -41,6 +41,8 @@ COMPARE = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "eq": "==", "ne": "!="}
 LOGICAL = {"logical_and": "&&", "logical_or": "||", "bitwise_and": "&&", "bitwise_or": "||", "logical_xor": "!="}
 IDENTITY = {"clone", "alias", "lift_fresh_copy", "detach", "contiguous", "_assert_tensor_metadata"}
 RANDOM = {"rand", "randn", "rand_like", "randn_like", "bernoulli", "native_dropout", "randint", "normal", "uniform"}
+# An expression seen in another shape of the same elements (row-major), where no view of its leaves can say it.
+RESHAPE = "reshape"
 MAX_EXPR_NODES = 300  # a larger pointwise tree is written to a buffer first (bounded source size)
 FLOAT_TYPES = {"float32", "float16", "bfloat16", "float64"}
 
@@ -296,6 +298,10 @@ class _Planner:
             return self._expr("max2" if name == "max" else "min2", args[:2], (), tuple(node["val"]["shape"]))
         if not isinstance(x, (Leaf, Expr)):
             raise Unsupported(f"{name} of a constant")
+        if name not in ("view", "_unsafe_view", "reshape", "_reshape_alias", "unsqueeze", "squeeze") \
+                and _through_reshape(x):
+            # A view's strides mean nothing inside a reshape's operand (other coordinates): written out first.
+            x = self._materialize(x, self._dtype_of(node["args"][0]))
         ndim = len(_shape(x))
         dims: Any
         keepdim = False
@@ -409,6 +415,10 @@ class _Planner:
         x = args[0]
         if not isinstance(x, (Leaf, Expr)):
             raise Unsupported(f"{name} of a constant")
+        if name not in ("view", "_unsafe_view", "reshape", "_reshape_alias", "unsqueeze", "squeeze") \
+                and _through_reshape(x):
+            # A view's strides mean nothing inside a reshape's operand (other coordinates): written out first.
+            x = self._materialize(x, self._dtype_of(node["args"][0]))
         ndim = len(_shape(x))
         dim = args[1] if len(args) > 1 else kwargs["dim"]
         dim = dim + ndim if dim < 0 else dim
@@ -437,6 +447,10 @@ class _Planner:
             return self._pad(args, shape, node)
         if not isinstance(x, (Leaf, Expr)):
             raise Unsupported(f"{name} of a constant")
+        if name not in ("view", "_unsafe_view", "reshape", "_reshape_alias", "unsqueeze", "squeeze") \
+                and _through_reshape(x):
+            # A view's strides mean nothing inside a reshape's operand (other coordinates): written out first.
+            x = self._materialize(x, self._dtype_of(node["args"][0]))
         ndim = len(_shape(x))
 
         def axis(d: int) -> int:
@@ -510,7 +524,13 @@ class _Planner:
         moved = transform(x, lambda leaf: _reshaped(leaf, shape), shape, full=True)
         if moved is not None:
             return moved
-        # Some leaf's strides cannot express the new shape: the value is written out and viewed.
+        if isinstance(x, Expr):
+            # Some leaf's strides cannot express the new shape (GroupNorm's per-group statistics, broadcast over a
+            # group's channels, seen per channel): the expression is evaluated through the reshape instead (each
+            # element's row-major index in the new shape, decomposed in the old one), so its consumer still fuses it
+            # rather than writing it out and reading it back (KernelBench's 35_GroupNorm_ did: a pass over 7.5 GB).
+            return Expr(RESHAPE, (x,), (), shape)
+        # A leaf that is no view of the new shape: written out and viewed.
         buf = self._materialize(x, self._dtype_of(node["args"][0]))
         return Leaf(buf.source, shape, contiguous(shape))
 
@@ -681,15 +701,27 @@ def _const(value: float, shape: tuple[int, ...]) -> Leaf:
     return Leaf(f"const:{value!r}", shape, (0,) * len(shape))
 
 
+def _through_reshape(value: Any, seen: set[int] | None = None) -> bool:
+    """Whether a value's expression holds a reshape (RESHAPE), whose operand lies in other coordinates."""
+    seen = set() if seen is None else seen
+    if not isinstance(value, Expr) or id(value) in seen:
+        return False
+    seen.add(id(value))
+    return value.op == RESHAPE or any(_through_reshape(o, seen) for o in value.operands)
+
+
 def transform(x: Any, fn: Any, shape: tuple[int, ...], full: bool = False) -> Any:
     """Apply a view (fn: Leaf -> Leaf) to every leaf of a value, each first broadcast to the value's
     shape, so the view means the same coordinates for all of them. Floats pass through. Returns None
-    when a leaf cannot take the view (fn returned None)."""
+    when a leaf cannot take the view (fn returned None), or where the value holds a reshape (its operand's
+    coordinates are not the value's)."""
     memo: dict[int, tuple[Any, Any]] = {}
 
     def walk(v: Any) -> Any:
         if isinstance(v, float):
             return v
+        if isinstance(v, Expr) and v.op == RESHAPE:
+            return None
         key = id(v)
         if key in memo:
             return memo[key][1]

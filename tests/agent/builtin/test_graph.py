@@ -95,6 +95,15 @@ pieces = [torch.cumsum(x, dim=1), torch.cumprod(1.0 + 0.001 * x, dim=1), rc, tor
 return torch.cat([p.flatten() for p in pieces])
 """, "x|torch.randn(6, 3000)")
 
+# Norms with enough groups for a block each (no split): the variance from one read of shifted sums, on inputs whose
+# mean is far from zero (where sum-of-squares-minus-square-of-sum cancels).
+NORMS = problem("""
+return self.gn(x) + 0.5 * self.inorm(x)
+""", "x|torch.rand(8, 64, 32, 32) * 4.0 + 3.0", members="""
+self.gn = nn.GroupNorm(16, 64)
+self.inorm = nn.InstanceNorm2d(64)
+""")
+
 
 def optimize(path: Path, device: str = "cpu") -> tuple[int, dict, str]:
     proc = subprocess.run([sys.executable, "-m", "agent", "optimize", str(path), "--policy", "builtin", "--device", device,
@@ -147,6 +156,15 @@ def test_the_graph_is_split_at_library_anchors_into_a_sequence_of_kernels(evalua
     assert [s.params["dims"] for s in plan.steps if isinstance(s, Kernel) and s.kind == "reduce"] == [[0], [0]]
 
 
+def test_group_norm_is_one_statistics_pass_and_one_fused_write_through_its_reshape(evaluator):
+    # The normalisation happens per group (x seen as N x G x rest) and the affine per channel (N x C x H x W): no view
+    # of the group statistics says "per channel", so the expression is evaluated through the reshape instead of being
+    # written out and read back (a whole extra pass over KernelBench's 7.5 GB input).
+    plan = make_plan(trace_graph(evaluator, NORMS.replace("0.5 * self.inorm(x)", "1.0")))
+    assert isinstance(plan, GraphPlan)
+    assert [s.kind for s in plan.steps if isinstance(s, Kernel)] == ["reduce", "pointwise"]
+
+
 def test_a_lone_gemm_is_planned_as_the_library_call(evaluator):
     plan = make_plan(trace_graph(evaluator, problem("return torch.matmul(a, b)", "a, b|torch.randn(8, 4), torch.randn(4, 8)")))
     assert isinstance(plan, GraphPlan) and [type(s) for s in plan.steps] == [Library] and plan.steps[0].op == "mm"
@@ -184,7 +202,7 @@ def test_whole_graph_kernels_match_pytorch_on_the_cpu(tmp_path, name, source):
     assert "whole-graph plan" in out["best_source"]
 
 
-@pytest.mark.parametrize("name, source", [("split", SPLIT), ("scans", SCANS)])
+@pytest.mark.parametrize("name, source", [("split", SPLIT), ("scans", SCANS), ("norms", NORMS)])
 def test_split_reductions_and_block_scans_are_accepted_on_the_gpu(tmp_path, name, source):
     """The engine's verdict on the GPU (every output of every timed call checked against PyTorch's)."""
     import torch
