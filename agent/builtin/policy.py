@@ -34,6 +34,11 @@ _SOL = re.compile(r"; ([0-9.]+)% of the speed of light")
 # and eager's own ReLU at KernelBench's size reaches 94% of it, so the rest of the variants can only be as fast, and each
 # costs a full evaluation (minutes at that size: docs/benchmarks.md §14).
 NEAR_ROOF = 0.92
+# A whole-graph plan's variants differ only in threads per block (256, then 128, then 512). Where the first two were
+# timed within this much of each other, halving the threads changed nothing, so doubling them will not either: the
+# kernels are bound by memory or by their own work, not by how many threads are in flight. At KernelBench's sizes each
+# variant is a whole evaluation (one to four minutes on the H100: docs/benchmarks.md §14).
+BLOCK_INDIFFERENT = 0.02
 
 
 class BuiltinPolicy:
@@ -67,7 +72,8 @@ class BuiltinPolicy:
             raise PolicyError("the problem does not fit the device's memory (the evaluation engine's capacity verdict: "
                               f"{limit['message']}); no kernel can change that, so the built-in policy stops here")
         near = _near_roof(tried)
-        if len(tried) < len(options) and near is None:
+        alike = _blocks_alike(tried) if isinstance(plan, GraphPlan) else None
+        if len(tried) < len(options) and near is None and alike is None:
             variant = options[len(tried)]
             text = self._proposal(plan, variant, tried, len(options))
             call = ToolCall(f"call_{turn_index}_0", "write_candidate",
@@ -79,7 +85,12 @@ class BuiltinPolicy:
                                   + "; ".join(f"variant {i + 1}: {t['status']}" for i, t in enumerate(tried))
                                   + ". This is a gap in our templates; please report the problem module")
             best = max(accepted, key=lambda t: t["speedup"] or 0.0)
-            if near is not None and len(tried) < len(options):
+            if alike is not None and len(tried) < len(options):
+                text = (f"Variants 1 and 2 (256 and 128 threads per block) ran within {alike:.1%} of each other: the "
+                        "kernels are not limited by the threads in flight, so 512 would not change them either, and the "
+                        f"search stops. Submitting the fastest accepted one, variant {tried.index(best) + 1} "
+                        f"({_figures(best)}).")
+            elif near is not None and len(tried) < len(options):
                 text = (f"Variant {len(tried)} runs at {near:.0%} of the speed of light, within {1 - NEAR_ROOF:.0%} of "
                         f"the roof: the other {len(options) - len(tried)} variants could not gain more than that, so "
                         f"the search stops. Submitting the fastest accepted one, variant {tried.index(best) + 1} "
@@ -148,6 +159,15 @@ def _near_roof(tried: list[dict[str, Any]]) -> float | None:
     if last is None or last["status"] != "accepted" or last["sol"] is None or last["sol"] < NEAR_ROOF:
         return None
     return float(last["sol"])
+
+
+def _blocks_alike(tried: list[dict[str, Any]]) -> float | None:
+    """How far apart (relative) the first two variants' times were, where both were accepted, timed, and within
+    BLOCK_INDIFFERENT of each other after exactly two; else None."""
+    if len(tried) != 2 or any(t["status"] != "accepted" or not t["ms"] for t in tried):
+        return None
+    apart = abs(tried[0]["ms"] - tried[1]["ms"]) / min(tried[0]["ms"], tried[1]["ms"])
+    return apart if apart <= BLOCK_INDIFFERENT else None
 
 
 def _tried(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

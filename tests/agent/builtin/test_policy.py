@@ -84,6 +84,47 @@ def test_a_variant_near_the_roof_ends_the_search_and_one_below_it_does_not(evalu
     assert below.tool_calls[0].name == "write_candidate" and "Next, variant 2" in below.text
 
 
+_GROUP_NORM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gn = nn.GroupNorm(4, 16)
+
+    def forward(self, x):
+        return self.gn(x)
+
+
+def get_inputs():
+    return [torch.rand(8, 16, 32, 32)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_whole_graph_plan_stops_after_two_block_sizes_that_time_alike_and_not_after_two_that_differ(evaluator):
+    policy = BuiltinPolicy(_GROUP_NORM, lambda s: trace_graph(evaluator, s), "cuda")
+    first = policy.respond([{"role": "system", "content": "x"}], [])
+    assert "256 threads per block" in first.text
+
+    def verdict(call: object, ms: float) -> list[dict]:
+        return [call.as_message(), {"role": "tool", "tool_call_id": call.tool_calls[0].id, "content":
+                "status: accepted (reached stage timing)\ntiming (median ms [p10-p90]):\n"
+                f"  candidate     {ms:.4f} [4.3-4.4]\n  eager         5.0000 [4.9-5.1]  speedup {5.0 / ms:.2f}x"}]
+
+    second = policy.respond(verdict(first, 4.3230), [])
+    assert second.tool_calls[0].name == "write_candidate" and "128 threads per block" in second.text
+    alike = policy.respond(verdict(first, 4.3230) + verdict(second, 4.3500), [])
+    assert alike.tool_calls[0].name == "submit" and "within 0.6% of each other" in alike.text
+    assert "variant 1 (4.3230 ms" in alike.text
+    apart = policy.respond(verdict(first, 4.3230) + verdict(second, 3.9000), [])
+    assert apart.tool_calls[0].name == "write_candidate" and "512 threads per block" in apart.text
+
+
 def test_a_capacity_verdict_stops_it_without_blaming_its_templates(evaluator):
     source = (EXAMPLES / "relu_scale_bias.py").read_text()
     policy = BuiltinPolicy(source, lambda s: trace_graph(evaluator, s), "cpu")
