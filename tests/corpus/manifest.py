@@ -9,7 +9,8 @@ backend the evaluation is requested under ("cpp" on the CPU, "cuda" on a GPU).
 
 Reading a case:
 - expect: "accepted", "not_accepted", or "not_faster" (the verdict may be accepted, but its speedup vs eager must
-  not exceed max_speedup: a lie about time that does not pay), the one property that must always hold.
+  not exceed max_speedup, or, where it is flagged noisy_timing and so never a headline, the low end of its interval
+  must not: a lie about time that does not pay), the one property that must always hold.
 - statuses: the final statuses that are acceptable (agent.engine.verdict.Status values).
 - flags: when non-empty and the verdict is not "incorrect", it must carry at least one of them
   (agent.engine.verdict.Flag values): a wrong answer is decisive on its own. Empty means the property is caught

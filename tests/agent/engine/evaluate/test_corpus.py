@@ -68,7 +68,15 @@ def test_the_engine_judges_the_corpus_candidate_as_expected(case, evaluators):
     elif case.expect == "not_faster":
         assert verdict.status.value in case.statuses, summary
         if verdict.accepted:
-            assert verdict.timing is not None and verdict.timing.speedup_vs_eager <= case.max_speedup, summary
+            timing = verdict.timing
+            assert timing is not None, summary
+            # Its figure does not say it is faster: the median, or where the rounds were too noisy for a headline
+            # (noisy_timing: never published as one) the low end of the interval. Under make test's two workers the
+            # quick protocol's three 10 ms rounds once put this median at 1.03x (interval 0.47-1.47x) for a candidate
+            # that reads 0.24-0.35x alone.
+            noisy = "noisy_timing" in verdict.flag_names() and timing.interval_vs_eager is not None
+            assert timing.speedup_vs_eager <= case.max_speedup or (noisy and timing.interval_vs_eager[0] <= case.max_speedup), \
+                summary
     else:
         assert not verdict.accepted, summary
         if case.statuses:
