@@ -35,7 +35,7 @@ def run_batch_figures(fn: Callable[..., Any], bases: list[list[Any]], keys: list
     outputs x keyed_cuda.FIGURES: each projection with its bound's sums, keyed.project_rows), else None. Every batch
     reads the same figures back, so that a batch of the reference's brings its calls' bounds at no cost the
     candidate's batches do not also pay (the reference's job keeps them to check the candidate's calls on the same
-    keys: reference_job.checks)."""
+    keys: reference_job.expected)."""
     cuda = device == "cuda"
     if cuda:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -67,17 +67,15 @@ def run_batch_figures(fn: Callable[..., Any], bases: list[list[Any]], keys: list
         # that leaves each call's launch latency in the figures, for the baselines too, and on the H100 took identical
         # code from 0.96-1.05x to 0.80-1.09x and the cache-hit turn past 10 s: docs/benchmarks.md §15, session 18.)
         torch.cuda.synchronize()
-    figures = torch.stack(sums).cpu() if sums and len({s.shape for s in sums}) == 1 else None  # read back once
-    if figures is not None:
-        projections = (figures[..., 0] if figures.dim() == 3 else figures).tolist()
-    else:  # calls whose outputs differ in number (never in practice): one read each
-        projections = [(s[:, 0] if s.dim() == 2 else s).cpu().tolist() for s in sums]
+    figures = torch.stack(sums).cpu() if sums else None  # read back once, at the end
+    fused = figures is not None and figures.dim() == 3
+    projections = (figures[..., 0] if fused else figures).tolist() if figures is not None else []
     reply: dict[str, Any] = {"projections": projections}
     if cuda:
         reply["events_ms"] = start.elapsed_time(end)
     if marks:
         reply["parts_ms"] = _parts(marks)
-    return reply, figures if figures is not None and figures.dim() == 3 else None
+    return reply, figures if fused else None
 
 
 def _marker(marks: list[list[Any]]) -> Callable[[], None]:
