@@ -44,19 +44,20 @@ STDERR_TAIL = 2000  # enough for a traceback's last frames without flooding the 
 Result = dict[str, Any]
 
 
-def run_example(path: Path, *, device: str, max_turns: int, timeout: float) -> Result:
-    """One optimize run in a fresh process."""
+def run_example(path: Path, *, device: str, max_turns: int, timeout: float, gpu: int | None = None) -> Result:
+    """One optimize run in a fresh process; `gpu`: the only GPU it sees (CUDA_VISIBLE_DEVICES), None: as inherited."""
     command = [sys.executable, "-m", "agent", "optimize", str(path), "--policy", "builtin",
                "--device", device, "--json", "--max-turns", str(max_turns)]
-    return run_command(path.stem, command, timeout)
+    env = None if gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+    return run_command(path.stem, command, timeout, env)
 
 
-def run_command(example: str, command: list[str], timeout: float) -> Result:
+def run_command(example: str, command: list[str], timeout: float, env: dict[str, str] | None = None) -> Result:
     """Run one optimize command; always returns a result, never raises for the run's own failures."""
     started = time.monotonic()
     # A session of its own, so a timeout can end the run's sandbox and compiler processes with it.
     proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -312,38 +313,82 @@ def kernelbench_problems(root: Path, levels: list[int]) -> list[tuple[int, Path]
 
 def run_kernelbench(root: Path, levels: list[int], *, device: str, max_turns: int, timeout: float, state: Path,
                     seconds: float | None = None, prebuild_jobs: int = 0, prebuild_window: int = 24,
-                    prebuild_first: int | None = None) -> list[Result]:
+                    prebuild_first: int | None = None, gpus: int = 1) -> list[Result]:
     """The policy on each problem not yet in `state`, appending one line per problem as it ends; returns every line
     of the state (the earlier passes' too). Starts no problem that would end past `seconds` if it took as long as
-    the longest of this pass so far (but always one per pass), so that a device call's limit is not reached mid-problem.
-    `prebuild_jobs`: first compile the variants of the next `prebuild_window` problems without a line, that many
-    builds at once (prebuild)."""
+    the longest of this pass so far (but always one per pass and GPU), so that a device call's limit is not reached
+    mid-problem. `prebuild_jobs`: first compile the variants of the next `prebuild_window` problems without a line,
+    that many builds at once (prebuild). `gpus` > 1: that many problems at once, each alone on its own GPU
+    (CUDA_VISIBLE_DEVICES), so a box of several GPUs measures several problems in the time of one; every figure of a
+    problem is still a ratio measured side by side on one GPU."""
+    from concurrent.futures import ThreadPoolExecutor
+    import threading
+
     done = read_state(state)
     seen = {(r["level"], r["problem"]) for r in done}
-    started, ran, longest = time.monotonic(), 0, 0.0
+    pending = [(level, path) for level, path in kernelbench_problems(root, levels) if (level, path.stem) not in seen]
+    started, lock = time.monotonic(), threading.Lock()
+    longest = [0.0]  # the longest problem of this pass, over every GPU
     if prebuild_jobs:
-        pending = [path for level, path in kernelbench_problems(root, levels) if (level, path.stem) not in seen]
-        took = prebuild(pending[:prebuild_window], device, prebuild_jobs, prebuild_first)
+        took = prebuild([path for _, path in pending[:prebuild_window]], device, prebuild_jobs, prebuild_first)
         print(f"prebuilt the variants of the next {min(len(pending), prebuild_window)} problems in {took:.1f} s",
               file=sys.stderr, flush=True)
-    for level, path in kernelbench_problems(root, levels):
-        if (level, path.stem) in seen:
-            continue
-        spent = time.monotonic() - started
-        if seconds is not None and ran and spent + longest > seconds:  # every pass gets one problem further
-            print(f"stopping: {spent:.0f} s spent, and the longest problem so far took {longest:.0f} s of the {seconds:g} s; "
-                  f"a rerun with the same --state goes on from {path.stem}", file=sys.stderr, flush=True)
-            break
-        print(f"level {level} {path.stem} ...", file=sys.stderr, flush=True)
-        began = time.monotonic()
-        line = state_line(level, path.stem, run_example(path, device=device, max_turns=max_turns, timeout=timeout))
-        longest = max(longest, time.monotonic() - began)
-        print(f"level {level} {path.stem}: {_outcome(line)}", file=sys.stderr, flush=True)
-        with state.open("a") as out:
-            out.write(json.dumps(line) + "\n")
-        done.append(line)
-        ran += 1
+    queue = iter(pending)
+    names = gpu_names() if device == "cuda" else []  # each line names its card: a sweep can span device calls
+
+
+    def worker(gpu: int | None) -> None:
+        ran = 0
+        while True:
+            with lock:
+                level_path = next(queue, None)
+                if level_path is None:
+                    return
+                level, path = level_path
+                spent = time.monotonic() - started
+                if seconds is not None and ran and spent + longest[0] > seconds:  # every worker gets one problem
+                    print(f"stopping{'' if gpu is None else f' GPU {gpu}'}: {spent:.0f} s spent, and the longest problem "
+                          f"so far took {longest[0]:.0f} s of the {seconds:g} s; a rerun with the same --state goes on "
+                          f"from the first problem without a line", file=sys.stderr, flush=True)
+                    return
+            where = "" if gpu is None else f" (GPU {gpu})"
+            print(f"level {level} {path.stem}{where} ...", file=sys.stderr, flush=True)
+            began = time.monotonic()
+            line = state_line(level, path.stem, run_example(path, device=device, max_turns=max_turns, timeout=timeout,
+                                                            gpu=gpu))
+            line["gpu"] = _card(names, gpu)
+            with lock:
+                longest[0] = max(longest[0], time.monotonic() - began)
+                print(f"level {level} {path.stem}{where}: {_outcome(line)}", file=sys.stderr, flush=True)
+                with state.open("a") as out:
+                    out.write(json.dumps(line) + "\n")
+                done.append(line)
+            ran += 1
+
+    if gpus <= 1:
+        worker(None)
+    else:
+        with ThreadPoolExecutor(gpus) as pool:
+            for finished in [pool.submit(worker, gpu) for gpu in range(gpus)]:
+                finished.result()
     return done
+
+
+def gpu_names() -> list[str]:
+    """The name of each GPU nvidia-smi lists, in its order ([] where there is none)."""
+    try:
+        listed = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [name.strip() for name in listed.stdout.splitlines() if name.strip()] if listed.returncode == 0 else []
+
+
+def _card(names: list[str], gpu: int | None) -> str | None:
+    """The card a run had: its own GPU's, or the only one there is (None: not known)."""
+    if gpu is not None:
+        return names[gpu] if gpu < len(names) else None
+    return names[0] if len(set(names)) == 1 else None
 
 
 def read_state(state: Path) -> list[Result]:
@@ -379,13 +424,13 @@ def run_markdown(lines: list[Result], host: str) -> str:
         means = [_num(_geomean([r[k] for r in good if r[k] is not None]), 2, "x")
                  for k in ("speedup_vs_best", "speedup_vs_eager", "speedup_vs_compile")]
         out.append(f"| {level} | {len(mine)} | {len(planned)} | {share} | {' | '.join(means)} |")
-    out += ["", "| level | problem | outcome | vs best | vs eager | vs torch.compile | SOL | memory | s |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out += ["", "| level | problem | outcome | vs best | vs eager | vs torch.compile | SOL | memory | s | GPU |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in lines:
         sol = None if r["sol_fraction"] is None else 100 * r["sol_fraction"]
         out.append(f"| {r['level']} | {r['problem']} | {_cell(_outcome(r))} | {_num(r['speedup_vs_best'], 2, 'x')} "
                    f"| {_num(r['speedup_vs_eager'], 2, 'x')} | {_num(r['speedup_vs_compile'], 2, 'x')} "
-                   f"| {_num(sol, 0, '%')} | {r['memory'] or '—'} | {_num(r['wall_seconds'], 0)} |")
+                   f"| {_num(sol, 0, '%')} | {r['memory'] or '—'} | {_num(r['wall_seconds'], 0)} | {r.get('gpu') or '—'} |")
     return "\n".join(out) + f"\n\nmachine: {host}\n"
 
 
@@ -410,13 +455,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=None, help="with --run: start no problem that the longest so far would carry past this many seconds")
     parser.add_argument("--prebuild-window", type=int, default=24, metavar="N",
                         help="with --run and --prebuild: prebuild the variants of the next N problems without a state line")
+    parser.add_argument("--gpus", type=int, default=1, metavar="N",
+                        help="with --run: N problems at once, each alone on one of GPUs 0..N-1 (default 1: as inherited)")
     args = parser.parse_args(argv)
     if args.kernelbench is not None and args.run:
         args.state.parent.mkdir(parents=True, exist_ok=True)
         lines = run_kernelbench(args.kernelbench, [int(x) for x in args.levels.split(",") if x.strip()], device=args.device,
                                 max_turns=args.max_turns, timeout=args.timeout, state=args.state, seconds=args.seconds,
                                 prebuild_jobs=args.prebuild, prebuild_window=args.prebuild_window,
-                                prebuild_first=args.prebuild_variants)
+                                prebuild_first=args.prebuild_variants, gpus=args.gpus)
         report = run_markdown(lines, machine(args.device))
         if args.out:
             args.out.write_text(report)

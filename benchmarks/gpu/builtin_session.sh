@@ -6,6 +6,9 @@
 #   bash benchmarks/gpu/builtin_session.sh SECONDS [PROBLEM_TO_MEASURE_AGAIN ...]
 # SECONDS: the call's limit less the prebuild (about 60 s) and a margin; no problem starts that the longest one so far
 # would carry past it (a 590 s call: 500).
+# On a box of several GPUs every GPU measures a problem of its own at once (GPUS: how many, default all of them);
+# PREBUILD_WINDOW (default 8 per GPU) problems' variants are compiled first, PREBUILD_JOBS (default 7/8 of the cores)
+# at once.
 set -u
 budget=${1:?usage: builtin_session.sh SECONDS [PROBLEM ...]}
 shift
@@ -14,7 +17,10 @@ for again in "$@"; do  # measured again: its line goes
   grep -v "\"problem\": \"$again\"" "$OUT/state.jsonl" > "$OUT/state.tmp"; mv "$OUT/state.tmp" "$OUT/state.jsonl"
 done
 echo "state: $(wc -l < "$OUT/state.jsonl") problems"
+gpus=${GPUS:-$(nvidia-smi -L | grep -c '^GPU')}
+echo "GPUs: $gpus ($(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs))"
 PYTHONPATH=$PWD python3 benchmarks/builtin_policy.py .kb --run --levels 1,2 --device cuda --max-turns 8 --timeout 300 \
-  --prebuild 14 --prebuild-window "${PREBUILD_WINDOW:-8}" --prebuild-variants 1 --state "$OUT/state.jsonl" --seconds "$budget" \
+  --gpus "$gpus" \
+  --prebuild "${PREBUILD_JOBS:-$(( $(nproc) * 7 / 8 ))}" --prebuild-window "${PREBUILD_WINDOW:-$(( 8 * gpus ))}" --prebuild-variants 1 --state "$OUT/state.jsonl" --seconds "$budget" \
   --out "$OUT/builtin_kb.md" 2>&1 | grep --line-buffered -v "SANDBOX WITHOUT"
 echo "state: $(wc -l < "$OUT/state.jsonl") problems"

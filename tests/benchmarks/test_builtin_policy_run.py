@@ -65,3 +65,56 @@ def test_no_problem_starts_that_the_longest_so_far_would_carry_past_the_budget(
     monkeypatch.setattr(builtin_policy, "time", SimpleNamespace(monotonic=lambda: clock[0]))  # this module's clock only
     lines = run_kernelbench(tmp_path, [1], device="cpu", max_turns=1, timeout=600, state=tmp_path / "s.jsonl", seconds=250)
     assert [line["problem"] for line in lines] == ["1_Sum", "2_Sum"]
+
+
+def test_with_several_gpus_problems_run_at_once_each_alone_on_one_gpu_and_each_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A box of four GPUs measures four problems at a time: the first two calls here meet at a barrier, which one
+    worker alone would never reach (it would time out), and each call names exactly one GPU of its own."""
+    import threading
+
+    import benchmarks.builtin_policy as builtin_policy
+
+    folder = tmp_path / "level1"
+    folder.mkdir()
+    for n in range(1, 6):
+        (folder / f"{n}_Sum.py").write_text(HEADER + "    def forward(self, x):\n        return x.sum(dim=-1)\n" + TAIL)
+    both_running = threading.Barrier(2, timeout=20)
+    calls: list[tuple[str, int | None]] = []
+    running: set[int | None] = set()
+    lock = threading.Lock()
+
+    def run_example(path: Path, *, gpu: int | None = None, **_: object) -> dict[str, object]:
+        with lock:
+            assert gpu not in running, f"GPU {gpu} was given a second problem while it ran one"
+            running.add(gpu)
+            calls.append((path.stem, gpu))
+            first_two = len(calls) <= 2
+        if first_two:
+            both_running.wait()
+        with lock:
+            running.discard(gpu)
+        return {"status": "stopped", "stop_reason": "max turns", "process_seconds": 1.0}
+
+    monkeypatch.setattr(builtin_policy, "run_example", run_example)
+    lines = run_kernelbench(tmp_path, [1], device="cuda", max_turns=1, timeout=600, state=tmp_path / "s.jsonl", gpus=2)
+    assert sorted(line["problem"] for line in lines) == [f"{n}_Sum" for n in range(1, 6)]
+    assert sorted(stem for stem, _ in calls) == [f"{n}_Sum" for n in range(1, 6)]
+    assert {gpu for _, gpu in calls} == {0, 1}
+    assert len(read_state(tmp_path / "s.jsonl")) == 5
+
+
+def test_an_optimize_run_on_one_gpu_sees_only_that_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import benchmarks.builtin_policy as builtin_policy
+
+    seen: dict[str, object] = {}
+
+    def run_command(example: str, command: list[str], timeout: float, env: dict[str, str] | None = None) -> dict:
+        seen.update(example=example, env=env)
+        return {}
+
+    monkeypatch.setattr(builtin_policy, "run_command", run_command)
+    builtin_policy.run_example(tmp_path / "3_Relu.py", device="cuda", max_turns=1, timeout=1, gpu=3)
+    assert seen["env"]["CUDA_VISIBLE_DEVICES"] == "3" and seen["example"] == "3_Relu"
+    builtin_policy.run_example(tmp_path / "3_Relu.py", device="cuda", max_turns=1, timeout=1)
+    assert seen["env"] is None  # inherited as it is
