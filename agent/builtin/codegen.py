@@ -57,6 +57,10 @@ def _cuda_row_variants(plan: Plan) -> list[Variant]:
     if spread_over_row(plan):
         held = []  # the register template writes a reduction once per row; the streaming one spreads it over the row
     streamed = [Variant(f"one block of {b} threads per row, streaming the row", block=b) for b in (256, 1024)]
+    if (plan.row is not None and plan.row.kind in STREAMED_GROUP_KINDS and columns % 4 == 0
+            and columns * 4 > _ROW_CACHE_BYTES):  # a row that fits in shared memory is read once there already
+        streamed = [Variant(f"one block of {b} threads per row, streaming the row in float4 groups", block=b, vec=4)
+                    for b in (256, 1024)] + streamed[:1]
     return held + streamed[:6 - len(held)]
 
 
@@ -604,6 +608,8 @@ def _cuda_row(plan: Plan, variant: Variant) -> str:
     assert row is not None
     if variant.registers:
         return _cuda_row_regs(plan, variant)
+    if variant.vec == 4:
+        return _cuda_row_stream(plan, variant)
     if row.kind == "cross_entropy":
         return _cuda_cross_entropy(plan, variant)
     in_shape, out_shape = _row_shapes(plan)
@@ -778,32 +784,105 @@ def _row_regs_kernel(plan: Plan, name: str, block: int, vec: int) -> str:
     elif kind == "cross_entropy":
         tail = _ce_row_loss(plan)
     else:
-        weight = [leaf for leaf in (row.weight, row.bias) if leaf is not None]
-        write: list[str] = []
-        wloaded = _vector_loads(plan, weight + [x for x in leaves_of(plan.output) if x not in weight], in_shape, write, vec)
-        outs = []
-        for j in range(vec):
-            x = f"xs[k * VEC + {j}]"
-            y = {"softmax": f"{x} * inv", "log_softmax": f"{x} - shift", "layer_norm": f"({x} - mean) * rstd",
-                 "rms_norm": f"{x} * rstd"}[kind]
-            for leaf, sign, prefix in ((row.weight, " * ", f"w{j}_"), (row.bias, " + ", f"b{j}_")):
-                if leaf is not None:
-                    lines, term = _element(plan, leaf, in_shape, prefix, j, vec, wloaded)
-                    write += lines
-                    y += f"{sign}{term}"
-            lines, value = _element(plan, plan.output, in_shape, f"e{j}_", j, vec, wloaded, row_value=f"y{j}")
-            write += [f"const float y{j} = {y};"] + lines
-            outs.append(value)
-        if vec == 4:
-            write.append(f"*reinterpret_cast<float4*>(&o[i0]) = make_float4({', '.join(outs)});")
-        else:
-            write.append(f"o[i0] = {outs[0]};")
+        write = _row_write(plan, in_shape, vec, lambda j: f"xs[k * VEC + {j}]",
+                           {"softmax": "{x} * inv", "log_softmax": "{x} - shift", "layer_norm": "({x} - mean) * rstd",
+                            "rms_norm": "{x} * rstd"}[kind])
         tail = _group_loop(write)
     return (f"namespace {name} {{\nconstexpr int BLOCK = {block}, VEC = {vec}, ITEMS = {columns // (block * vec)};\n"
             f"constexpr long long C = {columns}LL;\n"
             f"__global__ void __launch_bounds__(BLOCK) kernel(const {_params(plan)[6:]}) {{\n"
             f"    __shared__ float red[32];\n    const long long r = blockIdx.x;\n    float xs[ITEMS * VEC];\n"
             f"{_group_loop(load)}    {stats}{tail}}}\n}}  // namespace {name}")
+
+
+def _row_write(plan: Plan, in_shape: tuple[int, ...], vec: int, x_of: Callable[[int], str], y: str) -> list[str]:
+    """Statements writing a group of `vec` columns at c0: the row value y (its C form, of the element's input x),
+    times the weight and plus the bias where the row has them, through the epilogue, into o (float4 where vec is 4)."""
+    row = plan.row
+    assert row is not None
+    weight = [leaf for leaf in (row.weight, row.bias) if leaf is not None]
+    write: list[str] = []
+    loaded = _vector_loads(plan, weight + [x for x in leaves_of(plan.output) if x not in weight], in_shape, write, vec)
+    outs = []
+    for j in range(vec):
+        value_y = y.format(x=x_of(j))
+        for leaf, sign, prefix in ((row.weight, " * ", f"w{j}_"), (row.bias, " + ", f"b{j}_")):
+            if leaf is not None:
+                lines, term = _element(plan, leaf, in_shape, prefix, j, vec, loaded)
+                write += lines
+                value_y += f"{sign}{term}"
+        lines, value = _element(plan, plan.output, in_shape, f"e{j}_", j, vec, loaded, row_value=f"y{j}")
+        write += [f"const float y{j} = {value_y};"] + lines
+        outs.append(value)
+    if vec == 4:
+        write.append(f"*reinterpret_cast<float4*>(&o[i0]) = make_float4({', '.join(outs)});")
+    else:
+        write.append(f"o[i0] = {outs[0]};")
+    return write
+
+
+# Row kinds the grouped streaming template writes (a statistic of the row, then every element of it).
+STREAMED_GROUP_KINDS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
+
+
+def _row_stream_kernel(plan: Plan, name: str, block: int, vec: int) -> str:
+    """One block per row, for rows too long to keep on chip: each pass over the row takes groups of `vec` columns
+    (float4 loads and stores where vec is 4), several groups' loads in flight per thread: the scalar streaming
+    template's single loads left the memory idle (KernelBench's 23_Softmax at 46% of its roof, 0.77x of
+    torch.compile on the H100). softmax and log_softmax get max and sum in one online pass, then the write: two
+    reads of the row and one write."""
+    row = plan.row
+    assert row is not None and row.kind in STREAMED_GROUP_KINDS
+    in_shape, _ = _row_shapes(plan)
+    load: list[str] = []
+    loaded = _vector_loads(plan, leaves_of(row.source), in_shape, load, vec)
+    for j in range(vec):
+        lines, value = _element(plan, row.source, in_shape, f"x{j}_", j, vec, loaded)
+        load += lines + [f"const float xv{j} = {value};"]
+
+    def over(statement: str, then: list[str] | None = None) -> str:
+        body = load + (then if then is not None else ["{ const float xv = xv%d; %s }" % (j, statement) for j in range(vec)])
+        inner = "\n".join(f"        {line}" for line in body)
+        return (f"    #pragma unroll {max(2, 8 // vec)}\n    for (long long g = threadIdx.x; g < C / VEC; g += BLOCK) {{\n"
+                f"        const long long c0 = g * VEC, i0 = r * C + c0; (void)i0;\n{inner}\n    }}\n")
+
+    online = ("float m = -INFINITY, s = 0.0f;\n"
+              + over("if (xv != xv || xv > m) { s = s * expf(m - xv) + 1.0f; m = xv; } "
+                     "else if (xv != -INFINITY) { s += expf(xv - m); }")
+              + "    const float row_max = block_max(m, red);\n"
+                "    const float row_sum = block_sum(m == -INFINITY ? 0.0f : s * expf(m - row_max), red);\n"
+                "    m = row_max;\n")
+    stats = {
+        "softmax": online + "    const float inv = 1.0f / row_sum;\n",
+        "log_softmax": online + "    const float shift = m + logf(row_sum);\n",
+        "layer_norm": "float s = 0.0f;\n" + over("s += xv;") + "    const float mean = block_sum(s, red) / (float)C;\n"
+                      "    float q = 0.0f;\n" + over("const float d = xv - mean; q += d * d;")
+                      + f"    const float rstd = rsqrtf(block_sum(q, red) / (float)C + {ops.literal(row.eps)});\n",
+        "rms_norm": "float q = 0.0f;\n" + over("q += xv * xv;")
+                    + f"    const float rstd = rsqrtf(block_sum(q, red) / (float)C + {ops.literal(row.eps)});\n",
+    }[row.kind]
+    write = _row_write(plan, in_shape, vec, lambda j: f"xv{j}",
+                       {"softmax": "expf({x} - m) * inv", "log_softmax": "{x} - shift",
+                        "layer_norm": "({x} - mean) * rstd", "rms_norm": "{x} * rstd"}[row.kind])
+    tail = over("", write)
+    return (f"namespace {name} {{\nconstexpr int BLOCK = {block}, VEC = {vec};\nconstexpr long long C = {in_shape[-1]}LL;\n"
+            f"__global__ void __launch_bounds__(BLOCK) kernel(const {_params(plan)[6:]}) {{\n"
+            f"    __shared__ float red[32];\n    const long long r = blockIdx.x;\n    {stats}{tail}}}\n}}  // namespace {name}")
+
+
+def _cuda_row_stream(plan: Plan, variant: Variant) -> str:
+    """The grouped streaming template, float4 where every tensor is 16-byte aligned, else a column at a time."""
+    in_shape, _ = _row_shapes(plan)
+    rows = math.prod(in_shape[:-1])
+    stream = "reinterpret_cast<cudaStream_t>(stream)"
+    kernels = [_row_stream_kernel(plan, "stream4", variant.block, 4), _row_stream_kernel(plan, "stream1", variant.block, 1)]
+
+    def launch_rows(pointers: str) -> str:
+        return (f"    if ((({_addresses(plan)}) % 16) == 0) {{\n"
+                f"        stream4::kernel<<<{rows}, stream4::BLOCK, 0, {stream}>>>({pointers});\n    }} else {{\n"
+                f"        stream1::kernel<<<{rows}, stream1::BLOCK, 0, {stream}>>>({pointers});\n    }}\n")
+    extra, launch = _row_launch(plan, launch_rows)
+    return "\n\n".join([*kernels, *extra, _run_function(plan, launch)])
 
 
 def _cuda_row_regs(plan: Plan, variant: Variant) -> str:

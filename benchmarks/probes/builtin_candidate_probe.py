@@ -2,8 +2,9 @@
 device, outside the engine: a quick look at a new template's numerics and speed on the GPU box, where a full
 `agent optimize` run (three variants, each a whole evaluation) costs minutes. Never evidence in a verdict.
 
-Usage on the GPU box: python3 benchmarks/probes/builtin_candidate_probe.py PROBLEM.py [more problems...]
-(an input scale-down is not offered: the problem's own get_inputs() sizes are used).
+Usage on the GPU box: python3 benchmarks/probes/builtin_candidate_probe.py [--no-compile] PROBLEM.py [more problems...]
+(an input scale-down is not offered: the problem's own get_inputs() sizes are used). Times eager, the candidate and
+torch.compile (unless --no-compile) back to back, 10 calls each after one warm call, with CUDA events.
 """
 from __future__ import annotations
 
@@ -58,13 +59,22 @@ def probe(path: Path, out_dir: Path) -> dict:
                "max_abs_reference": scale, "allclose_1e-4": bool(torch.allclose(got.float(), want.float(), rtol=1e-4,
                                                                                   atol=1e-4 * scale)),
                "eager_ms": _ms(model, inputs), "candidate_ms": _ms(new, inputs)}
+        if COMPILE:  # the engine's other baseline, the one the built-in policy most often loses to
+            compiled = torch.compile(model)
+            compiled(*inputs)
+            row["compile_ms"] = _ms(compiled, inputs)
+            row["vs_compile"] = round(row["compile_ms"] / row["candidate_ms"], 3)
+        row["vs_eager"] = round(row["eager_ms"] / row["candidate_ms"], 3)
     return row
+
+
+COMPILE = "--no-compile" not in sys.argv
 
 
 def main() -> None:
     out_dir = Path("/tmp/builtin_probe")
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in sys.argv[1:]:
+    for name in [a for a in sys.argv[1:] if not a.startswith("--")]:
         try:
             print(json.dumps(probe(Path(name), out_dir)), flush=True)
         except Exception as exc:  # noqa: BLE001 - one problem's failure is reported, the next one still runs

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.builtin.gcodegen import fused_steps, fusible
 from agent.builtin.graph import GraphPlan, Kernel, Library, plan_graph
 from agent.builtin.lower import Unsupported
 from agent.builtin.policy import candidate_source, make_plan, variants
@@ -104,6 +105,15 @@ self.gn = nn.GroupNorm(16, 64)
 self.inorm = nn.InstanceNorm2d(64)
 """)
 
+# A thread-per-output reduction and the pointwise kernel after it that reads its result at each element's own output:
+# RMSNorm over channels, then a variance norm over channels under a softmax over dim 0 (its sum and the division).
+FUSED = problem("""
+rms = x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + 1e-5)
+v = (x - x.mean(dim=1, keepdim=True)) / torch.sqrt(x.var(dim=1, keepdim=True, unbiased=False) + 1e-5)
+return torch.softmax(v, dim=0) * 2.0 + rms.sum(dim=1, keepdim=True)
+""", "x|torch.rand(4, 8, 16, 64) * 3.0 + 0.5")
+RMS_CHANNELS = problem("return x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + 1e-5)", "x|torch.rand(4, 8, 16, 64)")
+
 
 def optimize(path: Path, device: str = "cpu") -> tuple[int, dict, str]:
     proc = subprocess.run([sys.executable, "-m", "agent", "optimize", str(path), "--policy", "builtin", "--device", device,
@@ -165,6 +175,32 @@ def test_group_norm_is_one_statistics_pass_and_one_fused_write_through_its_resha
     assert [s.kind for s in plan.steps if isinstance(s, Kernel)] == ["reduce", "pointwise"]
 
 
+def test_a_reduction_over_channels_and_the_normalization_by_it_are_one_kernel_reading_the_input_once(evaluator):
+    plan = make_plan(trace_graph(evaluator, RMS_CHANNELS))
+    assert [s.kind for s in plan.steps if isinstance(s, Kernel)] == ["reduce", "pointwise"]
+    fused = fused_steps(plan, cuda=True)
+    assert fused[1] is None and fused[0].params["then"] is plan.steps[1]
+    source = candidate_source(plan, variants(plan, "cuda")[0], "cuda")
+    assert source.count("__global__") == 1 and source.count("_ext.k") == 1
+    kernel = source[source.index("__global__"):]
+    # The consumer divides by the register, and both 8-long loops are unrolled (the second read is a register).
+    assert "ks_r_value" in kernel.split("ks_st(q0, o, ks_r_value);")[1] and kernel.count("#pragma unroll\n") == 2
+    assert "ks_ld(p1" not in kernel  # the result is never read back from memory
+
+
+def test_a_consumer_that_reads_a_reduction_at_another_output_is_not_fused(evaluator):
+    flipped = problem("return x / x.mean(dim=1, keepdim=True).flip(0)", "x|torch.rand(4, 8, 16, 64) + 1.0")
+    plan = make_plan(trace_graph(evaluator, flipped))
+    assert fused_steps(plan, cuda=True) == plan.steps
+    rows_then_columns = problem("return x / x.sum(dim=-1, keepdim=True) + x.amax(dim=0)", "x|torch.rand(64, 4096) + 1.0")
+    plan = make_plan(trace_graph(evaluator, rows_then_columns))
+    row_sum, column_max, add = plan.steps
+    # On the GPU a block sums each row (its threads own no element of it); a thread per column takes its maximum.
+    assert not fusible(row_sum, add, cuda=True) and fusible(row_sum, add, cuda=False)
+    assert fused_steps(plan, cuda=True) == [row_sum, Kernel("reduce", column_max.source, column_max.outputs,
+                                                            column_max.shape, {**column_max.params, "then": add}), None]
+
+
 def test_a_lone_gemm_is_planned_as_the_library_call(evaluator):
     plan = make_plan(trace_graph(evaluator, problem("return torch.matmul(a, b)", "a, b|torch.randn(8, 4), torch.randn(4, 8)")))
     assert isinstance(plan, GraphPlan) and [type(s) for s in plan.steps] == [Library] and plan.steps[0].op == "mm"
@@ -193,7 +229,7 @@ def test_random_ops_are_refused_naming_the_op(evaluator):
         plan_graph(trace_graph(evaluator, source))
 
 
-@pytest.mark.parametrize("name, source", [("reductions", REDUCTIONS), ("windows", WINDOWS), ("half", HALF)])
+@pytest.mark.parametrize("name, source", [("reductions", REDUCTIONS), ("windows", WINDOWS), ("half", HALF), ("fused", FUSED)])
 def test_whole_graph_kernels_match_pytorch_on_the_cpu(tmp_path, name, source):
     path = tmp_path / f"{name}.py"
     path.write_text(source)
@@ -202,7 +238,7 @@ def test_whole_graph_kernels_match_pytorch_on_the_cpu(tmp_path, name, source):
     assert "whole-graph plan" in out["best_source"]
 
 
-@pytest.mark.parametrize("name, source", [("split", SPLIT), ("scans", SCANS), ("norms", NORMS)])
+@pytest.mark.parametrize("name, source", [("split", SPLIT), ("scans", SCANS), ("norms", NORMS), ("fused", FUSED)])
 def test_split_reductions_and_block_scans_are_accepted_on_the_gpu(tmp_path, name, source):
     """The engine's verdict on the GPU (every output of every timed call checked against PyTorch's)."""
     import torch
@@ -216,7 +252,7 @@ def test_split_reductions_and_block_scans_are_accepted_on_the_gpu(tmp_path, name
 
 
 @pytest.mark.parametrize("name, source", [("reductions", REDUCTIONS), ("windows", WINDOWS), ("half", HALF), ("split", SPLIT),
-                                          ("scans", SCANS)])
+                                          ("scans", SCANS), ("fused", FUSED)])
 def test_every_template_family_compiles_with_nvcc(evaluator, name, source):
     if not shutil.which("nvcc"):
         pytest.skip("needs nvcc (the CUDA toolkit) to compile the CUDA templates")

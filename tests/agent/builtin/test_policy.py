@@ -174,14 +174,21 @@ def test_a_softmax_row_too_long_for_shared_memory_is_read_twice_not_three_times(
     # and again for the write; the max and the sum now come from one pass (H100: 0.60x -> 0.77x vs torch.compile).
     import shutil
 
+    # Then float4 groups, several in flight per thread (0.77x -> see benchmarks.md §14), the scalar form kept last.
     plan = lower(trace_graph(evaluator, LONG_ROWS.replace("{op}", op)))
-    source = candidate_source(plan, variants(plan, "cuda")[0], "cuda")
-    assert source.count("for (long long c = threadIdx.x; c < C; c += blockDim.x)") == 2 and "rowbuf" not in source
-    assert "s = s * expf(m - xv) + 1.0f" in source
+    found = variants(plan, "cuda")
+    assert [v.vec for v in found] == [4, 4, 1] and "float4 groups" in found[0].label
+    grouped, scalar = (candidate_source(plan, v, "cuda") for v in (found[0], found[2]))
+    # Two passes in each of the float4 kernel and its fallback for misaligned tensors, none through shared memory.
+    assert grouped.count("for (long long g = threadIdx.x; g < C / VEC; g += BLOCK)") == 4 and "rowbuf" not in grouped
+    assert "*reinterpret_cast<const float4*>(&p0[i0])" in grouped and "s = s * expf(m - xv) + 1.0f" in grouped
+    assert scalar.count("for (long long c = threadIdx.x; c < C; c += blockDim.x)") == 2 and "rowbuf" not in scalar
+    assert "s = s * expf(m - xv) + 1.0f" in scalar
     if not shutil.which("nvcc"):
         pytest.skip("needs nvcc (the CUDA toolkit) to compile the CUDA templates")
-    info, header = evaluator.build(source, EvalConfig(device="cuda"))
-    assert header.get("ok"), (header.get("error"), info.log[-3000:])
+    for source in (grouped, scalar):
+        info, header = evaluator.build(source, EvalConfig(device="cuda"))
+        assert header.get("ok"), (header.get("error"), info.log[-3000:])
 
 
 # A statistic broadcast back over its row (KernelBench's 38_L1Norm_ at 32768 x 65535 was refused as "incorrect" on the
