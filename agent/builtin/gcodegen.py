@@ -848,6 +848,9 @@ def _pool(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool
             if p["kind"] == "avg":
                 lines += [f"const long long h{d} = s{d} + {k}LL < {size + pad}LL ? s{d} + {k}LL : {size + pad}LL;",
                           f"const long long n{d} = h{d} - s{d};"]
+            # A window of constant size, unrolled: the pooling is instruction-bound, not memory-bound (KernelBench's
+            # 41_Max_Pooling_1D, 8 taps a window: 34% of its roof, 0.64x of torch.compile on the H200).
+            loops_open += ["#pragma unroll"] if cuda else []
             loops_open.append(f"for (long long u{d} = 0; u{d} < {k}LL; ++u{d}) {{ const long long w{d} = s{d} + u{d} * {dil}LL;"
                               f" if (w{d} < 0 || w{d} >= {size}LL) continue;")
             coords.append(f"w{d}")
@@ -855,7 +858,12 @@ def _pool(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool
     ev = _Eval(plan, _bases(step), "x", types)
     value = ev.at(step.source, tuple(coords))
     flat = " + ".join(f"w{d} * {math.prod(sizes[d + 1:])}LL" for d in range(spatial))
-    if p["kind"] == "max":
+    if p["kind"] == "max" and "index" not in outs:
+        # The value alone: NaN wins and stays, as in PyTorch; no index to track.
+        init = ["float best = -INFINITY;"]
+        update = [f"if (({value} > best || {value} != {value}) && best == best) best = {value};"]
+        write = [f"ks_st({outs['value'][0]}, i, best);"]
+    elif p["kind"] == "max":
         init = ["float best = -INFINITY; long long at = -1;"]
         update = [f"if (at < 0 || {value} > best || {value} != {value}) {{ if (best == best) {{ best = {value}; at = {flat}; }} }}"]
         write = [f"ks_st({outs['value'][0]}, i, best);"] if "value" in outs else []
