@@ -673,9 +673,14 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
     elif kind == "var_mean":
         lines1, x1 = load("x")
         lines2, x2 = load("y")
+        shift_lines, shift = load("z")
         correction = step.params["correction"]
-        body += ["float s = 0.0f;", *unroll, f"{loop} {{", *("    " + s for s in lines1), f"    s += {x1};", "}",
-                 f"const float mean = s / (float){reduced};", "float q = 0.0f;",
+        # The mean as the first element plus the mean of the differences from it: values sharing a large offset
+        # (a LayerNorm over a bias-dominated row, KernelBench level 2's 3_ConvTranspose3d_Sum_LayerNorm with inputs
+        # 1e-3 small) summed directly lost the few ULPs that the normalisation then magnified past the tolerance.
+        body += ["float K;", "{", "    const long long j = 0;", *("    " + t for t in shift_lines), f"    K = {shift};", "}",
+                 "float s = 0.0f;", *unroll, f"{loop} {{", *("    " + s for s in lines1), f"    s += {x1} - K;", "}",
+                 f"const float mean = K + s / (float){reduced};", "float q = 0.0f;",
                  *unroll, f"{loop} {{", *("    " + s for s in lines2), f"    const float d = {x2} - mean; q += d * d;", "}",
                  f"const float var = q / fmaxf(0.0f, (float){reduced} - {ops.literal(correction)});"]
         write = []
