@@ -298,6 +298,7 @@ def _out_bases(step: Kernel) -> list[str]:
 # write a pointwise consumer of them (fused_steps).
 _FUSIBLE_KINDS = ("sum", "mean", "amax", "amin", "prod", "any", "all", "var_mean")
 _REMAPPING = (RESHAPE, "tile", "gather")  # ops that evaluate their operand at other coordinates than their own
+LONG_REDUCTION = 4096  # longer reductions summed by one thread accumulate in double
 UNROLL_MAX = 64  # a fused reduction at most this long is unrolled: its second read of an element is a register
 
 
@@ -630,7 +631,11 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
                   "amax": "acc = ks_pick(acc, {x}, true);", "amin": "acc = ks_pick(acc, {x}, false);",
                   "any": "acc = (acc != 0.0f || {x} != 0.0f) ? 1.0f : 0.0f;",
                   "all": "acc = (acc != 0.0f && {x} != 0.0f) ? 1.0f : 0.0f;"}[kind].format(x=x)
-        body += [f"float acc = {init};", *unroll, f"{loop} {{", *("    " + s for s in lines), f"    {update}", "}"]
+        # A thread summing a long reduction alone (the CPU's loops; a GPU thread per output) accumulates in double:
+        # a float sum of half a million elements drifts by 1e-4 of its value (PyTorch sums in a cascade).
+        wide = not block_mode and kind in ("sum", "mean") and reduced > LONG_REDUCTION
+        body += [f"{'double' if wide else 'float'} acc = {init};", *unroll, f"{loop} {{", *("    " + s for s in lines),
+                 f"    {update}", "}"]
         if block_mode:
             if kind in ("sum", "mean"):
                 body.append("acc = ks_block_sum(acc);")
@@ -643,7 +648,8 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
                          "__syncthreads(); acc = pr[0];"]
             else:
                 body.append(f"acc = {'ks_block_pick(acc, true)' if kind == 'any' else '-ks_block_pick(-acc, true)'};")
-        result = "acc / (float)" + str(reduced) if kind == "mean" else "acc"
+        result = f"(float)(acc / {reduced}.0)" if kind == "mean" and wide else \
+            ("acc / (float)" + str(reduced) if kind == "mean" else ("(float)acc" if wide else "acc"))
         out, _ = outs["value"]
         if then is not None:  # the result stays in a register for the fused consumer
             body.append(f"const float ks_r_value = {result};")
@@ -678,11 +684,13 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
         # The mean as the first element plus the mean of the differences from it: values sharing a large offset
         # (a LayerNorm over a bias-dominated row, KernelBench level 2's 3_ConvTranspose3d_Sum_LayerNorm with inputs
         # 1e-3 small) summed directly lost the few ULPs that the normalisation then magnified past the tolerance.
+        # Long reductions (a GroupNorm's group on the CPU: half a million elements) accumulate in double.
+        acc = "double" if reduced > LONG_REDUCTION else "float"
         body += ["float K;", "{", "    const long long j = 0;", *("    " + t for t in shift_lines), f"    K = {shift};", "}",
-                 "float s = 0.0f;", *unroll, f"{loop} {{", *("    " + s for s in lines1), f"    s += {x1} - K;", "}",
-                 f"const float mean = K + s / (float){reduced};", "float q = 0.0f;",
-                 *unroll, f"{loop} {{", *("    " + s for s in lines2), f"    const float d = {x2} - mean; q += d * d;", "}",
-                 f"const float var = q / fmaxf(0.0f, (float){reduced} - {ops.literal(correction)});"]
+                 f"{acc} s = 0;", *unroll, f"{loop} {{", *("    " + s for s in lines1), f"    s += {x1} - K;", "}",
+                 f"const float mean = (float)(K + s / {reduced}.0);", f"{acc} q = 0;",
+                 *unroll, f"{loop} {{", *("    " + s for s in lines2), f"    const {acc} d = {x2} - mean; q += d * d;", "}",
+                 f"const float var = (float)(q / fmax(0.0, {reduced}.0 - {ops.literal(correction)}));"]
         write = []
         for what, (out, _) in outs.items():
             value = {"var": "var", "mean": "mean", "std": "ks_r_std"}[what]
