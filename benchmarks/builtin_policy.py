@@ -336,7 +336,6 @@ def run_kernelbench(root: Path, levels: list[int], *, device: str, max_turns: in
     queue = iter(pending)
     names = gpu_names() if device == "cuda" else []  # each line names its card: a sweep can span device calls
 
-
     def worker(gpu: int | None) -> None:
         ran = 0
         while True:
