@@ -28,6 +28,7 @@ class Variant:
     vec: int = 1
     cpu_loop: str = "rows"  # "rows": parallel rows, SIMD columns; "flat": one parallel SIMD loop
     registers: bool = False  # CUDA row ops: each thread keeps its part of the row in registers
+    layout: str = "default"  # whole-graph plans: "channels_last" runs 2D/3D convolutions channels-last (layout.py)
 
 
 def variants(plan: Plan, device: str) -> list[Variant]:
@@ -468,9 +469,14 @@ __device__ __forceinline__ float block_max(float v, float* red) { return block_r
 """
 
 
+def cuda_head() -> str:
+    """What every CUDA source of these templates starts with (the includes and the shared device functions)."""
+    return f"{_CUDA_HEAD}{ops.CUDA_MATH}\n"
+
+
 def _cuda(plan: Plan, variant: Variant) -> str:
     body = _cuda_row(plan, variant) if plan.row is not None else _cuda_pointwise(plan, variant)
-    return f"{_CUDA_HEAD}{ops.CUDA_MATH}\n{body}".replace(
+    return f"{cuda_head()}{body}".replace(
         "torch::Tensor run(std::vector<torch::Tensor> ts) {", "torch::Tensor run(std::vector<torch::Tensor> ts, int64_t stream) {")
 
 

@@ -9,17 +9,21 @@ the tensors' dtypes (float16/bfloat16 loads widen, stores round), as PyTorch's o
 The same kernel bodies compile as CUDA (a block per output for reductions over the innermost
 dimension, several blocks per output where the outputs are too few to fill the GPU, a thread per output
 otherwise; a block per line for scans along long innermost lines) and as C++ on PyTorch's thread pool for the CPU.
+On CUDA the first two variants also read (and pointwise kernels write) four floats at a time where the operands
+allow it (vectorize.py), and a plan with 2D/3D convolutions tries them channels-last (layout.py).
 """
 from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent.builtin import ops
 from agent.builtin.codegen import MODULE, Variant, state_init, tensor_expr
-from agent.builtin.graph import RESHAPE, GraphPlan, Kernel, Library, is_data
+from agent.builtin.graph import REMAPPING, RESHAPE, GraphPlan, Kernel, Library, is_data
+from agent.builtin.layout import channels_last, layout_convolutions, memory_format
 from agent.builtin.lower import Expr, Leaf, contiguous
+from agent.builtin.vectorize import WIDTH, pointwise_vector_reads, vector_reads
 
 _CUDA_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double",
                "int64": "long long", "int32": "int", "int16": "short", "int8": "signed char", "uint8": "unsigned char",
@@ -29,6 +33,7 @@ _SCALAR_TYPES = {"float32": "torch::kFloat32", "float16": "torch::kFloat16", "bf
                  "float64": "torch::kFloat64", "int64": "torch::kInt64", "int32": "torch::kInt32",
                  "int16": "torch::kInt16", "int8": "torch::kInt8", "uint8": "torch::kUInt8", "bool": "torch::kBool"}
 _TORCH_DTYPES = {k: f"torch.{k}" for k in _SCALAR_TYPES}
+_MEMORY_FORMATS = {"channels_last": "at::MemoryFormat::ChannelsLast", "channels_last_3d": "at::MemoryFormat::ChannelsLast3d"}
 INTEGER = {"int64", "int32", "int16", "int8", "uint8"}
 
 # NaN-propagating max/min and (value, index) merging, for both devices (KS_FN is defined by each head).
@@ -46,7 +51,7 @@ KS_FN void ks_arg_merge(float& v, long long& i, float v2, long long i2, bool is_
 }
 """
 
-_CUDA_HEAD = r"""#include <torch/extension.h>
+CUDA_HEAD = r"""#include <torch/extension.h>
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -175,18 +180,33 @@ _EXTRA_BINARY = {
 
 
 def graph_variants(plan: GraphPlan, device: str) -> list[Variant]:
+    # On the GPU a plan with 2D/3D convolutions tries them channels-last as its second variant (layout.py): the
+    # convolution, not the fused epilogue, is most of such a module's time, and block sizes change nothing there.
+    convs = device == "cuda" and bool(layout_convolutions(plan))
+    last = " with the convolutions channels-last (cuDNN's NHWC kernels; the epilogue reads that layout in place)"
     if not plan.kernels():
         # Library calls only: every block size would be the same source, and timing one source three times to keep
         # its best figure only picks the luckiest measurement.
-        return [Variant("the library call alone: nothing around it to fuse")]
+        alone = Variant("the library call alone: nothing around it to fuse")
+        return [alone, Variant(alone.label + last, layout="channels_last")] if convs else [alone]
     if device == "cpu":
         return [Variant("every step a C++ loop nest on PyTorch's thread pool")]
-    return [Variant(f"{b} threads per block in every generated kernel", block=b) for b in (256, 128, 512)]
+    # The first two read a block reduction's operands four floats at a time where they allow it (vectorize.py); the
+    # third keeps every load scalar, so that a problem those loads do not suit still has a variant to accept.
+    four = ", block reductions loading four floats at a time where their operands allow"
+    if convs:
+        return [Variant("256 threads per block in every generated kernel" + four, block=256, vec=WIDTH),
+                Variant("256 threads per block in every generated kernel" + four + last, block=256, vec=WIDTH,
+                        layout="channels_last")]
+    return [Variant(f"{b} threads per block in every generated kernel" + (four if vec > 1 else ""), block=b, vec=vec)
+            for b, vec in ((256, WIDTH), (128, WIDTH), (512, 1))]
 
 
 def graph_source(plan: GraphPlan, variant: Variant, device: str) -> str:
     cuda = device == "cuda"
-    parts = [_CUDA_HEAD if cuda else _CPU_HEAD]
+    if variant.layout == "channels_last":
+        plan = channels_last(plan)
+    parts = [CUDA_HEAD if cuda else _CPU_HEAD]
     names = []
     steps = fused_steps(plan, cuda)
     for n, step in enumerate(steps):
@@ -204,7 +224,7 @@ def graph_source(plan: GraphPlan, variant: Variant, device: str) -> str:
         build = (f'_ext = load_inline(name="{name}", cpp_sources=KERNEL, functions={names!r},\n'
                  f'                   extra_cflags=["-O3", "-march=native", "-fno-trapping-math"])' if names else "_ext = None")
     return MODULE.format(variant=f"whole-graph plan, {variant.label}", kernel=kernel, build=build,
-                         init=state_init(plan.state), forward=_forward(plan, steps, cuda))
+                         init=state_init(plan.state), forward=_forward(plan, steps, cuda, variant.layout))
 
 
 def _view(plan: GraphPlan, leaf: Leaf) -> str:
@@ -214,7 +234,7 @@ def _view(plan: GraphPlan, leaf: Leaf) -> str:
     return f"torch.as_strided({base}, {tuple(leaf.shape)!r}, {tuple(leaf.strides)!r}, {leaf.offset})"
 
 
-def _forward(plan: GraphPlan, steps: list[Any], cuda: bool) -> str:
+def _forward(plan: GraphPlan, steps: list[Any], cuda: bool, layout: str = "default") -> str:
     args = ", ".join(f"arg{i}" for i in range(len(plan.inputs)))
     lines = [f"    def forward(self, {args}):"]
     tensor_inputs = [i for i, x in enumerate(plan.inputs) if "shape" in x]
@@ -230,7 +250,13 @@ def _forward(plan: GraphPlan, steps: list[Any], cuda: bool) -> str:
             continue
         if isinstance(step, Library):
             call = [_view(plan, a) if isinstance(a, Leaf) else repr(a) for a in step.args]
-            lines.append(f"        {tensor_expr(plan, step.output)} = {_library_call(step.op, call)}.contiguous()")
+            after = ".contiguous()"
+            if layout == "channels_last" and step in layout_convolutions(plan):
+                fmt = f"memory_format=torch.{memory_format(step.args[0].shape)}"
+                call[:2] = [f"{c}.contiguous({fmt})" for c in call[:2]]
+                if step.output in plan.layouts:  # read in place by the kernels after it
+                    after = f".contiguous({fmt})"
+            lines.append(f"        {tensor_expr(plan, step.output)} = {_library_call(step.op, call)}{after}")
             made.add(step.output)
             continue
         for _, leaf in _all_outputs(step):
@@ -297,7 +323,6 @@ def _out_bases(step: Kernel) -> list[str]:
 # Reductions whose results are plain values (an argmax's index is not): their thread-per-output form can go on to
 # write a pointwise consumer of them (fused_steps).
 _FUSIBLE_KINDS = ("sum", "mean", "amax", "amin", "prod", "any", "all", "var_mean")
-_REMAPPING = (RESHAPE, "tile", "gather")  # ops that evaluate their operand at other coordinates than their own
 LONG_REDUCTION = 4096  # longer reductions summed by one thread accumulate in double
 UNROLL_MAX = 64  # a fused reduction at most this long is unrolled: its second read of an element is a register
 
@@ -354,7 +379,7 @@ def _result_reads(value: Any, results: set[str], remapped: bool, found: list[Lea
             found.append(value)
     elif isinstance(value, Expr):
         for o in value.operands:
-            if _result_reads(o, results, remapped or value.op in _REMAPPING, found) is None:
+            if _result_reads(o, results, remapped or value.op in REMAPPING, found) is None:
                 return None
     return found
 
@@ -393,6 +418,8 @@ class _Eval:
         self.keep: list[Any] = []  # the values named, alive so their ids stay unique
         # Buffer -> a C value already in a register (a fused reduction's result: see fused_steps).
         self.override: dict[str, str] = {}
+        # A view -> its value already in a register (a lane of a float4 load: see _pointwise).
+        self.leaf_override: dict[Leaf, str] = {}
 
     def at(self, v: Any, coords: tuple[str, ...]) -> str:
         if isinstance(v, float):
@@ -414,6 +441,8 @@ class _Eval:
             return ops.literal(float(leaf.source[6:]))
         if leaf.source in self.override:
             return self.override[leaf.source]
+        if leaf in self.leaf_override:
+            return self.leaf_override[leaf]
         index = offset_expr(leaf, coords)
         if kind == "iota":
             _, start, step = leaf.source.split(":")
@@ -531,8 +560,10 @@ def _signature(plan: GraphPlan, step: Kernel, cuda: bool) -> tuple[str, str, str
         name = f"q{outs.index(base)}" if writable else f"p{k}"
         const = "" if writable else "const "
         params.append(f"{const}{ctype}* __restrict__ {name}")
+        fmt = _MEMORY_FORMATS.get(plan.layouts.get(base, ""), "")
         host.append(f'TORCH_CHECK(ts[{k}].scalar_type() == {_SCALAR_TYPES[dtype]} && ts[{k}].numel() == {math.prod(shape)}LL '
-                    f'&& ts[{k}].is_contiguous(), "tensor {k} ({base}) must be a contiguous {dtype} tensor of shape {list(shape)}");')
+                    f'&& ts[{k}].is_contiguous({fmt}), "tensor {k} ({base}) must be a {plan.layouts.get(base, "contiguous")} '
+                    f'{dtype} tensor of shape {list(shape)}");')
         host.append(f"{const}{ctype}* {name} = reinterpret_cast<{const}{ctype}*>(ts[{k}].data_ptr());")
         launch.append(name)
     return ", ".join(params), "\n    ".join(host), ", ".join(launch), types
@@ -584,7 +615,33 @@ def _pointwise(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda:
     out, leaf = _outputs(step)["value"]
     lines += ev.lines + [f"ks_st({out}, {offset_expr(leaf, coords)}, {value});"]
     body = _grid_loop(cuda, count, variant.block, _body(lines, 8))
-    return _wrap(name, params, host, launch, body, cuda, -(-count // variant.block), variant.block)
+    four = pointwise_vector_reads(step, leaf, types) if cuda and variant.vec == WIDTH else None
+    if four is None:
+        return _wrap(name, params, host, launch, body, cuda, -(-count // variant.block), variant.block)
+    # Four consecutive elements per thread (vectorize.py): the index arithmetic once for the four, float4 loads and
+    # store where the operands allow, the scalar loop where a pointer is not 16-byte aligned.
+    reads, store = four
+    bases = _bases(step)
+    vlines, vc = decompose(f"(i * {WIDTH}LL)", shape, "c")
+    for n, read in enumerate(reads):
+        vlines.append(f"const float4 ks_w{n} = *reinterpret_cast<const float4*>(&p{bases.index(read.source)}[{offset_expr(read, vc)}]);")
+    values = []
+    for lane, part in enumerate("xyzw"):
+        lane_ev = _Eval(plan, bases, f"v{lane}_", types)
+        lane_ev.leaf_override = {read: f"ks_w{n}.{part}" for n, read in enumerate(reads)}
+        at = (*vc[:-1], f"({vc[-1]} + {lane})")
+        values.append(lane_ev.at(step.source, at))
+        vlines += lane_ev.lines
+        if not store:
+            vlines.append(f"ks_st({out}, {offset_expr(leaf, at)}, {values[-1]});")
+    if store:
+        vlines.append(f"*reinterpret_cast<float4*>(&{out}[{offset_expr(leaf, vc)}]) = make_float4({', '.join(values)});")
+    pointers = sorted({f"p{bases.index(r.source)}" for r in reads} | ({out} if store else set()))
+    aligned = " && ".join(f"reinterpret_cast<uintptr_t>({p}) % 16 == 0" for p in pointers)
+    vector = _grid_loop(cuda, count // WIDTH, variant.block, _body(vlines, 8))
+    text = "\n".join(["    if (ks_vec) {", vector, "    } else {", body, "    }"])
+    return _wrap(name, f"{params}, const bool ks_vec", f"{host}\n    const bool ks_vec = {aligned};", f"{launch}, ks_vec",
+                 text, cuda, -(-count // WIDTH // variant.block), variant.block)
 
 
 def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool, params: str, host: str,
@@ -614,9 +671,14 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
         return lines_j + ev.lines, value
     outs = _outputs(step)
     is_max = "true" if kind in ("amax", "argmax") else "false"
+    lanes = _vector_lanes(plan, step, tuple(coords), types) \
+        if cuda and block_mode and variant.vec == WIDTH and kind in _VECTOR_KINDS else None
+    if lanes is not None:  # the float4 loop runs where every vector operand's pointer is 16-byte aligned
+        aligned = " && ".join(f"reinterpret_cast<uintptr_t>({p}) % 16 == 0" for p in lanes.pointers)
+        params, launch, host = f"{params}, const bool ks_vec", f"{launch}, ks_vec", f"{host}\n    const bool ks_vec = {aligned};"
     splits = reduce_splits(outputs, reduced) if cuda and block_mode and kind in _SPLIT_KINDS else 1
     if splits > 1:
-        body = _split_body(name, kind, load, lines_o, outs, outputs, reduced, splits, step.params.get("correction"))
+        body = _split_body(name, kind, load, lines_o, outs, outputs, reduced, splits, step.params.get("correction"), lanes)
         return _wrap(name, params, host, launch, body, cuda, outputs * splits, variant.block, _split_state(name, kind, outputs, splits))
     if cuda and block_mode:
         loop = "for (long long j = threadIdx.x; j < {R}LL; j += blockDim.x)".format(R=reduced)
@@ -627,15 +689,14 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
         init = {"sum": "0.0f", "mean": "0.0f", "prod": "1.0f", "amax": "-INFINITY", "amin": "INFINITY",
                 "any": "0.0f", "all": "1.0f"}[kind]
         lines, x = load("x")
-        update = {"sum": "acc += {x};", "mean": "acc += {x};", "prod": "acc *= {x};",
-                  "amax": "acc = ks_pick(acc, {x}, true);", "amin": "acc = ks_pick(acc, {x}, false);",
-                  "any": "acc = (acc != 0.0f || {x} != 0.0f) ? 1.0f : 0.0f;",
-                  "all": "acc = (acc != 0.0f && {x} != 0.0f) ? 1.0f : 0.0f;"}[kind].format(x=x)
+        update = update_of(kind).format(x=x)
         # A thread summing a long reduction alone (the CPU's loops; a GPU thread per output) accumulates in double:
         # a float sum of half a million elements drifts by 1e-4 of its value (PyTorch sums in a cascade).
         wide = not block_mode and kind in ("sum", "mean") and reduced > LONG_REDUCTION
-        body += [f"{'double' if wide else 'float'} acc = {init};", *unroll, f"{loop} {{", *("    " + s for s in lines),
-                 f"    {update}", "}"]
+        scalar = [*unroll, f"{loop} {{", *("    " + s for s in lines), f"    {update}", "}"]
+        if lanes is not None:
+            scalar = _either(_vector_loop(lanes, f"{WIDTH}LL * threadIdx.x", f"{reduced}LL", update_of(kind)), scalar)
+        body += [f"{'double' if wide else 'float'} acc = {init};", *scalar]
         if block_mode:
             if kind in ("sum", "mean"):
                 body.append("acc = ks_block_sum(acc);")
@@ -671,7 +732,9 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
         # One read of the input (KernelBench's 34_InstanceNorm/35_GroupNorm read it twice here, then once more to
         # normalize: 0.61x and 0.40x of torch.compile's three passes in all on the H100): shifted sums, as the split
         # path's, accumulated per thread in double since a thread here sums thousands of elements.
-        local, (t1, t2) = _shifted_sums(load, ["#pragma unroll 4", f"{loop} {{"], "double")
+        vector = None if lanes is None else \
+            (lambda update: _vector_loop(lanes, f"{WIDTH}LL * threadIdx.x", f"{reduced}LL", update))
+        local, (t1, t2) = _shifted_sums(load, ["#pragma unroll 4", f"{loop} {{"], "double", vector)
         body += local
         values = _var_mean_values(t1, t2, reduced, step.params["correction"])
         body.append("if (threadIdx.x == 0) { " + " ".join(f"ks_st({out}, o, {values[what]});"
@@ -741,6 +804,58 @@ def reduce_splits(outputs: int, reduced: int) -> int:
     return max(1, min(-(-_SPLIT_BLOCKS // outputs), reduced // _SPLIT_MIN_CHUNK))
 
 
+def update_of(kind: str) -> str:
+    """A reduction's accumulation of one value {x} into `acc`."""
+    return {"sum": "acc += {x};", "mean": "acc += {x};", "prod": "acc *= {x};",
+            "amax": "acc = ks_pick(acc, {x}, true);", "amin": "acc = ks_pick(acc, {x}, false);",
+            "any": "acc = (acc != 0.0f || {x} != 0.0f) ? 1.0f : 0.0f;",
+            "all": "acc = (acc != 0.0f && {x} != 0.0f) ? 1.0f : 0.0f;"}[kind]
+
+
+# ---------------------------------------------------------------------------- float4 reads (vectorize.py)
+
+_VECTOR_KINDS = ("sum", "mean", "amax", "amin", "any", "all", "var_mean")
+
+
+class _Lanes(NamedTuple):
+    loads: list[str]  # the float4 loads at element j
+    lanes: list[tuple[list[str], str]]  # elements j..j+3: each one's statements and value
+    pointers: list[str]  # the kernel parameters loaded as float4 (checked for 16-byte alignment at launch)
+
+
+def _vector_lanes(plan: GraphPlan, step: Kernel, coords: tuple[str, ...], types: dict[str, str]) -> _Lanes | None:
+    reads = vector_reads(step, types)
+    if reads is None:
+        return None
+    bases, dims = _bases(step), step.params["dims"]
+    zero = tuple("0" if d in dims else c for d, c in enumerate(coords))  # an output's element 0; j is added
+    loads = []
+    for n, leaf in enumerate(reads):
+        base = offset_expr(leaf, zero)
+        at = "j" if base == "0" else f"{base} + j"
+        loads.append(f"const float4 ks_w{n} = *reinterpret_cast<const float4*>(&p{bases.index(leaf.source)}[{at}]);")
+    lanes = []
+    for lane, part in enumerate("xyzw"):
+        ev = _Eval(plan, bases, f"x{lane}_", types)
+        ev.override = {leaf.source: f"ks_w{n}.{part}" for n, leaf in enumerate(reads)}
+        value = ev.at(step.source, zero)
+        lanes.append((ev.lines, value))
+    return _Lanes(loads, lanes, sorted({f"p{bases.index(leaf.source)}" for leaf in reads}))
+
+
+def _vector_loop(lanes: _Lanes, start: str, end: str, update: str) -> list[str]:
+    """Elements start, start + 4 blockDim, ... below end (multiples of 4 apart from 0), four per thread each step."""
+    body = ["#pragma unroll 2", f"for (long long j = {start}; j < {end}; j += {WIDTH}LL * blockDim.x) {{",
+            *("    " + t for t in lanes.loads)]
+    for lines, value in lanes.lanes:  # each update in a scope of its own (var_mean's declares its difference)
+        body += ["    " + t for t in lines] + ["    { " + update.format(x=value) + " }"]
+    return body + ["}"]
+
+
+def _either(vector: list[str], scalar: list[str]) -> list[str]:
+    return ["if (ks_vec) {", *("    " + t for t in vector), "} else {", *("    " + t for t in scalar), "}"]
+
+
 def _split_state(name: str, kind: str, outputs: int, splits: int) -> str:
     parts = outputs * splits
     if kind == "var_mean":
@@ -753,15 +868,18 @@ def _split_state(name: str, kind: str, outputs: int, splits: int) -> str:
 
 
 def _split_body(name: str, kind: str, load: Any, lines_o: list[str], outs: dict[str, tuple[str, Leaf]], outputs: int,
-                reduced: int, splits: int, correction: Any) -> str:
+                reduced: int, splits: int, correction: Any, lanes: _Lanes | None = None) -> str:
     chunk = -(-reduced // splits)
+    if lanes is not None:  # every block's chunk starts at a multiple of the vector width
+        chunk = -(-chunk // WIDTH) * WIDTH
     lines, x = load("x")
     loop = ["#pragma unroll 4", "for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x) {", *("    " + t for t in lines)]
     at = "o * {S}LL + part".format(S=splits)
     read = "o * {S}LL + p".format(S=splits)
     is_max = "true" if kind in ("amax", "argmax") else "false"
     if kind == "var_mean":
-        local, (t1, t2) = _shifted_sums(load, loop[:2], "float")
+        vector = None if lanes is None else (lambda update: _vector_loop(lanes, f"lo + {WIDTH}LL * threadIdx.x", "hi", update))
+        local, (t1, t2) = _shifted_sums(load, loop[:2], "float", vector)
         publish = [f"{name}_p1[{at}] = {t1}; {name}_p2[{at}] = {t2};"]
         gather = ["double a1 = 0.0, a2 = 0.0;",
                   f"for (long long p = threadIdx.x; p < {splits}LL; p += blockDim.x) {{ "
@@ -784,13 +902,14 @@ def _split_body(name: str, kind: str, load: Any, lines_o: list[str], outs: dict[
             final.append(f"ks_sti({outs['index'][0]}, o, at);")
     else:
         init = {"sum": "0.0f", "mean": "0.0f", "amax": "-INFINITY", "amin": "INFINITY", "any": "0.0f", "all": "1.0f"}[kind]
-        update = {"sum": "acc += {x};", "mean": "acc += {x};", "amax": "acc = ks_pick(acc, {x}, true);",
-                  "amin": "acc = ks_pick(acc, {x}, false);", "any": "acc = (acc != 0.0f || {x} != 0.0f) ? 1.0f : 0.0f;",
-                  "all": "acc = (acc != 0.0f && {x} != 0.0f) ? 1.0f : 0.0f;"}[kind]
+        update = update_of(kind)
         combine = {"sum": "acc = ks_block_sum(acc);", "mean": "acc = ks_block_sum(acc);",
                    "amax": "acc = ks_block_pick(acc, true);", "amin": "acc = ks_block_pick(acc, false);",
                    "any": "acc = ks_block_pick(acc, true);", "all": "acc = -ks_block_pick(-acc, true);"}[kind]
-        local = [f"float acc = {init};", *loop, "    " + update.format(x=x), "}", combine]
+        scalar = [*loop, "    " + update.format(x=x), "}"]
+        if lanes is not None:
+            scalar = _either(_vector_loop(lanes, f"lo + {WIDTH}LL * threadIdx.x", "hi", update), scalar)
+        local = [f"float acc = {init};", *scalar, combine]
         publish = [f"{name}_pv[{at}] = acc;"]
         gather = [f"acc = {init};", f"for (long long p = threadIdx.x; p < {splits}LL; p += blockDim.x) {{ "
                   f"const float v = *(volatile float*)&{name}_pv[{read}]; {update.format(x='v')} }}", combine]
@@ -811,17 +930,22 @@ def _split_body(name: str, kind: str, load: Any, lines_o: list[str], outs: dict[
             f"{_body(body, 8)}\n    }}")
 
 
-def _shifted_sums(load: Any, loop_head: list[str], accumulate: str) -> tuple[list[str], tuple[str, str]]:
+def _shifted_sums(load: Any, loop_head: list[str], accumulate: str,
+                  vector: Any = None) -> tuple[list[str], tuple[str, str]]:
     """A block's sums of (x - K) and (x - K)^2 over its elements, K the reduction's first element (the same for every
     block of an output): the variance then needs no second read, and K keeps the cancellation of sum-of-squares-minus-
     square-of-sum small. Each thread accumulates in `accumulate` ("float", or "double" where it sums many elements);
-    the block totals are double. Returns the lines and the names of the two totals; K is declared for the caller."""
+    the block totals are double. Returns the lines and the names of the two totals; K is declared for the caller.
+    `vector`: where the reads go four at a time, the float4 loop for a given update (gcodegen's _vector_loop, bound)."""
     shift_lines, shift = load("z")  # not "k": the kept coordinates are k0, k1, ...
     lines, x = load("x")
     zero = "0.0" if accumulate == "double" else "0.0f"
+    update = f"const {accumulate} d = ({accumulate})({{x}} - K); s1 += d; s2 += d * d;"
+    loop = [*loop_head, *("    " + t for t in lines), "    " + update.format(x=x), "}"]
+    if vector is not None:
+        loop = _either(vector(update), loop)
     return (["float K;", "{", "    const long long j = 0;", *("    " + t for t in shift_lines), f"    K = {shift};", "}",
-             f"{accumulate} s1 = {zero}, s2 = {zero};", *loop_head, *("    " + t for t in lines),
-             f"    const {accumulate} d = ({accumulate})({x} - K); s1 += d; s2 += d * d;", "}",
+             f"{accumulate} s1 = {zero}, s2 = {zero};", *loop,
              "const double t1 = ks_block_sum_d(s1), t2 = ks_block_sum_d(s2);"], ("t1", "t2"))
 
 

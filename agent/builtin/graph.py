@@ -43,6 +43,7 @@ IDENTITY = {"clone", "alias", "lift_fresh_copy", "detach", "contiguous", "_asser
 RANDOM = {"rand", "randn", "rand_like", "randn_like", "bernoulli", "native_dropout", "randint", "normal", "uniform"}
 # An expression seen in another shape of the same elements (row-major), where no view of its leaves can say it.
 RESHAPE = "reshape"
+REMAPPING = (RESHAPE, "tile", "gather")  # ops that evaluate their operand at other coordinates than their own
 MAX_EXPR_NODES = 300  # a larger pointwise tree is written to a buffer first (bounded source size)
 FLOAT_TYPES = {"float32", "float16", "bfloat16", "float64"}
 
@@ -79,6 +80,9 @@ class GraphPlan:
     # An output that is a whole buffer in another shape (a GEMM's rows returned as a 4D tensor): returned as a view of
     # the buffer, never copied. Buffer name -> the shape returned.
     views: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # Buffers held in another memory layout than row-major (layout.py's channels-last convolution outputs): buffer
+    # name -> torch.memory_format name. Views of them already address that layout.
+    layouts: dict[str, str] = field(default_factory=dict)
 
     kind = "graph"
 

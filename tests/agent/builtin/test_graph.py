@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.builtin.gcodegen import fused_steps, fusible
+from agent.builtin.gcodegen import CUDA_HEAD, fused_steps, fusible
 from agent.builtin.graph import GraphPlan, Kernel, Library, plan_graph
 from agent.builtin.lower import Unsupported
 from agent.builtin.policy import candidate_source, make_plan, variants
@@ -262,13 +262,39 @@ def test_split_reductions_and_block_scans_are_accepted_on_the_gpu(tmp_path, name
     assert "whole-graph plan" in out["best_source"]
 
 
-@pytest.mark.parametrize("name, source", [("reductions", REDUCTIONS), ("windows", WINDOWS), ("half", HALF), ("split", SPLIT),
-                                          ("scans", SCANS), ("fused", FUSED)])
-def test_every_template_family_compiles_with_nvcc(evaluator, name, source):
+# A convolution read in place in its channels-last layout by an elementwise epilogue and a spatial mean (layout.py).
+CONV_EPILOGUE = problem("y = self.conv(x)\nreturn torch.relu(y) + self.bias + y.mean(dim=(2, 3), keepdim=True)",
+                        "x|torch.randn(2, 4, 10, 18)",
+                        members="self.conv = nn.Conv2d(4, 8, 3)\nself.bias = nn.Parameter(torch.randn(8, 1, 1))")
+
+
+def one_extension(sources: dict[str, str], head: str) -> str:
+    """The CUDA of several candidates as one extension, each after the shared `head` in a namespace of its own: one
+    nvcc build pays for torch's headers once (about 20 s a candidate on the dev box, built one by one)."""
+    parts = [head]
+    for name, source in sources.items():
+        kernel = source.split('KERNEL = r"""\n', 1)[1].split('\n"""', 1)[0]
+        assert kernel.startswith(head), name
+        parts.append(f"namespace {name} {{\n{kernel[len(head):]}\n}}  // namespace {name}")
+    parts.append(f"int64_t families() {{ return {len(sources)}; }}")
+    return ("import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n"
+            f"KERNEL = r\"\"\"\n{chr(10).join(parts)}\n\"\"\"\n\n"
+            "_ext = load_inline(name='ks_families', cpp_sources='int64_t families();', cuda_sources=KERNEL,\n"
+            "                   functions=['families'], extra_cuda_cflags=['-O3'])\n\n\n"
+            "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
+
+
+def test_every_template_family_compiles_with_nvcc(evaluator):
+    """Every family of graph kernels, in both the float4 and the scalar variants, and the channels-last variant."""
     if not shutil.which("nvcc"):
         pytest.skip("needs nvcc (the CUDA toolkit) to compile the CUDA templates")
-    plan = make_plan(trace_graph(evaluator, source))
-    families = {k.kind for k in plan.kernels()}
-    assert families <= {"pointwise", "reduce", "pool", "scan"}
-    info, header = evaluator.build(candidate_source(plan, variants(plan, "cuda")[0], "cuda"), EvalConfig(device="cuda"))
+    sources = {}
+    for name, source in [("reductions", REDUCTIONS), ("windows", WINDOWS), ("half", HALF), ("split", SPLIT),
+                         ("scans", SCANS), ("fused", FUSED), ("conv_epilogue", CONV_EPILOGUE)]:
+        plan = make_plan(trace_graph(evaluator, source))
+        assert isinstance(plan, GraphPlan) and {k.kind for k in plan.kernels()} <= {"pointwise", "reduce", "pool", "scan"}
+        for n, variant in enumerate(variants(plan, "cuda")):
+            sources[f"{name}_{n}"] = candidate_source(plan, variant, "cuda")
+    assert any("channels_last" in s for s in sources.values()) and any("float4" in s for s in sources.values())
+    info, header = evaluator.build(one_extension(sources, CUDA_HEAD), EvalConfig(device="cuda"))
     assert header.get("ok"), (header.get("error"), info.log[-3000:])

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.builtin.codegen import candidate_source, variants
+from agent.builtin.codegen import candidate_source, cuda_head, variants
 from agent.builtin.lower import lower
 from agent.builtin.policy import BuiltinPolicy
 from agent.engine.evaluate import EvalConfig
 from agent.loop.policies.base import PolicyError
 from agent.builtin.trace import trace_graph
+from tests.agent.builtin.test_graph import one_extension
 
 # Real processes (the agent's CLI, pip, a production Django): the slow tier.
 pytestmark = pytest.mark.slow
@@ -138,15 +139,18 @@ def test_a_capacity_verdict_stops_it_without_blaming_its_templates(evaluator):
     assert "gap in our templates" not in str(stopped.value)
 
 
-@pytest.mark.parametrize("name", ["gelu_tanh_bias", "residual_layer_norm", "cross_entropy"])
-def test_its_cuda_kernels_compile_with_nvcc(evaluator, name):
+def test_its_cuda_kernels_compile_with_nvcc(evaluator):
+    """Every variant of three examples' single-kernel templates, in one nvcc build (test_graph.one_extension)."""
     import shutil
 
     if not shutil.which("nvcc"):
         pytest.skip("needs nvcc (the CUDA toolkit) to compile the CUDA templates")
-    plan = lower(trace_graph(evaluator, (EXAMPLES / f"{name}.py").read_text()))
-    source = candidate_source(plan, variants(plan, "cuda")[0], "cuda")
-    info, header = evaluator.build(source, EvalConfig(device="cuda"))
+    sources = {}
+    for name in ["gelu_tanh_bias", "residual_layer_norm", "cross_entropy"]:
+        plan = lower(trace_graph(evaluator, (EXAMPLES / f"{name}.py").read_text()))
+        for n, variant in enumerate(variants(plan, "cuda")):
+            sources[f"{name}_{n}"] = candidate_source(plan, variant, "cuda")
+    info, header = evaluator.build(one_extension(sources, cuda_head()), EvalConfig(device="cuda"))
     assert header.get("ok"), (header.get("error"), info.log[-3000:])
 
 
