@@ -72,7 +72,10 @@ class BuiltinPolicy:
             raise PolicyError("the problem does not fit the device's memory (the evaluation engine's capacity verdict: "
                               f"{limit['message']}); no kernel can change that, so the built-in policy stops here")
         near = _near_roof(tried)
-        alike = _blocks_alike(tried) if isinstance(plan, GraphPlan) else None
+        # Only where the first two variants differ in threads per block alone (a plan with convolutions tries their
+        # layout second: a tie there says nothing of the third variant).
+        alike = _blocks_alike(tried) if isinstance(plan, GraphPlan) and len(options) > 1 and \
+            options[0].layout == options[1].layout else None
         if len(tried) < len(options) and near is None and alike is None:
             variant = options[len(tried)]
             text = self._proposal(plan, variant, tried, len(options))

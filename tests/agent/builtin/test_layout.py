@@ -50,7 +50,7 @@ def test_an_epilogue_reads_the_convolution_output_in_place_at_its_channels_last_
     for leaf in _leaves_of(last, conv.output):  # the elementwise read and the mean's: channel stride 1
         assert leaf.strides[1] in (0, 1) and leaf.strides == tuple(
             0 if n == 1 or s == 0 else p for n, s, p in zip(leaf.shape, leaf.strides, physical_strides(shape)))
-    assert [v.layout for v in variants(plan, "cuda")] == ["default", "channels_last"]
+    assert [v.layout for v in variants(plan, "cuda")] == ["default", "channels_last", "channels_last"]
     assert [v.layout for v in variants(plan, "cpu")] == ["default"]
     source = candidate_source(plan, variants(plan, "cuda")[1], "cuda")
     # Input and weight converted for cuDNN, the output kept in that layout for the kernels, which check it.

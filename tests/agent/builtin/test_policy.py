@@ -15,7 +15,7 @@ from agent.builtin.policy import BuiltinPolicy
 from agent.engine.evaluate import EvalConfig
 from agent.loop.policies.base import PolicyError
 from agent.builtin.trace import trace_graph
-from tests.agent.builtin.test_graph import one_extension
+from tests.agent.builtin.test_graph import CONV_EPILOGUE, one_extension
 
 # Real processes (the agent's CLI, pip, a production Django): the slow tier.
 pytestmark = pytest.mark.slow
@@ -107,23 +107,37 @@ def get_init_inputs():
 """
 
 
+def _accepted(call: object, ms: float) -> list[dict]:
+    """The write_candidate call and an accepted verdict for it, timed at `ms` against eager's 5 ms."""
+    return [call.as_message(), {"role": "tool", "tool_call_id": call.tool_calls[0].id, "content":
+            "status: accepted (reached stage timing)\ntiming (median ms [p10-p90]):\n"
+            f"  candidate     {ms:.4f} [4.3-4.4]\n  eager         5.0000 [4.9-5.1]  speedup {5.0 / ms:.2f}x"}]
+
+
 def test_a_whole_graph_plan_stops_after_two_block_sizes_that_time_alike_and_not_after_two_that_differ(evaluator):
     policy = BuiltinPolicy(_GROUP_NORM, lambda s: trace_graph(evaluator, s), "cuda")
     first = policy.respond([{"role": "system", "content": "x"}], [])
     assert "256 threads per block" in first.text
 
-    def verdict(call: object, ms: float) -> list[dict]:
-        return [call.as_message(), {"role": "tool", "tool_call_id": call.tool_calls[0].id, "content":
-                "status: accepted (reached stage timing)\ntiming (median ms [p10-p90]):\n"
-                f"  candidate     {ms:.4f} [4.3-4.4]\n  eager         5.0000 [4.9-5.1]  speedup {5.0 / ms:.2f}x"}]
-
-    second = policy.respond(verdict(first, 4.3230), [])
+    second = policy.respond(_accepted(first, 4.3230), [])
     assert second.tool_calls[0].name == "write_candidate" and "128 threads per block" in second.text
-    alike = policy.respond(verdict(first, 4.3230) + verdict(second, 4.3500), [])
+    alike = policy.respond(_accepted(first, 4.3230) + _accepted(second, 4.3500), [])
     assert alike.tool_calls[0].name == "submit" and "within 0.6% of each other" in alike.text
     assert "variant 1 (4.3230 ms" in alike.text
-    apart = policy.respond(verdict(first, 4.3230) + verdict(second, 3.9000), [])
+    apart = policy.respond(_accepted(first, 4.3230) + _accepted(second, 3.9000), [])
     assert apart.tool_calls[0].name == "write_candidate" and "512 threads per block" in apart.text
+
+
+def test_a_plan_with_convolutions_tries_their_layout_second_and_does_not_stop_on_a_tie(evaluator):
+    policy = BuiltinPolicy(CONV_EPILOGUE, lambda s: trace_graph(evaluator, s), "cuda")
+    first = policy.respond([{"role": "system", "content": "x"}], [])
+    assert "Variant 1 of 3" in first.text and "channels-last" not in first.text
+
+    second = policy.respond(_accepted(first, 4.3230), [])
+    assert second.tool_calls[0].name == "write_candidate" and "channels-last" in second.text
+    tie = policy.respond(_accepted(first, 4.3230) + _accepted(second, 4.3300), [])
+    # Not a block-size tie: the third variant (scalar loads, channels-last) is still measured.
+    assert tie.tool_calls[0].name == "write_candidate" and "every load scalar" in tie.text
 
 
 def test_a_capacity_verdict_stops_it_without_blaming_its_templates(evaluator):
