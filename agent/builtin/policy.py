@@ -34,7 +34,8 @@ _SOL = re.compile(r"; ([0-9.]+)% of the speed of light")
 # and eager's own ReLU at KernelBench's size reaches 94% of it, so the rest of the variants can only be as fast, and each
 # costs a full evaluation (minutes at that size: docs/benchmarks.md §14).
 NEAR_ROOF = 0.92
-# A whole-graph plan's variants differ only in threads per block (256, then 128, then 512). Where the first two were
+# A whole-graph plan's first two variants differ only in threads per block (256, then 128; 512 third, with scalar loads;
+# a plan with convolutions varies their layout instead: gcodegen.graph_variants). Where the first two were
 # timed within this much of each other, halving the threads changed nothing, so doubling them will not either: the
 # kernels are bound by memory or by their own work, not by how many threads are in flight. At KernelBench's sizes each
 # variant is a whole evaluation (one to four minutes on the H100: docs/benchmarks.md §14).
