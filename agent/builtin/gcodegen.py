@@ -1036,6 +1036,9 @@ def _scan(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool
     value = ev.at(step.source, tuple(coords))
     out, leaf = _outputs(step)["value"]
     if cuda and dim == len(shape) - 1 and shape[dim] >= _BLOCK_SCAN_MIN:
+        if variant.vec == WIDTH and shape[dim] % WIDTH == 0:
+            return _block_scan4(plan, step, name, variant, params, host, launch, types, lines, tuple(coords), out, leaf,
+                                count)
         return _block_scan(step, name, variant, params, host, launch, lines, ev, value, out,
                            offset_expr(leaf, tuple(coords)), count)
     acc = "acc += " if kind == "sum" else "acc *= "
@@ -1076,6 +1079,75 @@ def _block_scan(step: Kernel, name: str, variant: Variant, params: str, host: st
             f"    if (s < {length}LL) ks_st({out}, {offset}, v);",
             f"    carry = carry {op} wsum[warps - 1];",
             "    __syncthreads();  // wsum is written again by the next tile", "}"]
+    text = ("    __shared__ float wsum[32];\n    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, "
+            "warps = (blockDim.x + 31) >> 5;\n"
+            f"    for (long long i = blockIdx.x; i < {count}LL; i += gridDim.x) {{\n{_body(body, 8)}\n    }}")
+    return _wrap(name, params, host, launch, text, True, count, variant.block)
+
+
+def _block_scan4(plan: GraphPlan, step: Kernel, name: str, variant: Variant, params: str, host: str, launch: str,
+                 types: dict[str, str], lines: list[str], coords: tuple[str, ...], out: str, leaf: Leaf,
+                 count: int) -> str:
+    """_block_scan with four consecutive elements per thread (a tile of 4 blockDim): each thread scans its four, the
+    warps and the block scan the threads' totals, so a line takes a quarter of the tiles and their barriers; float4
+    loads and stores where the operands allow (vectorize.py), checked for alignment at launch."""
+    length, kind = step.shape[-1], step.params["kind"]
+    init, op = ("0.0f", "+") if kind == "sum" else ("1.0f", "*")
+    four = pointwise_vector_reads(step, leaf, types)
+    reads, store = four if four is not None else ([], False)
+    bases = _bases(step)
+    at_s = coords.index("s")
+
+    def lane_at(lane: int) -> tuple[str, ...]:
+        return tuple(f"(s + {lane})" if n == at_s else c for n, c in enumerate(coords))
+
+    def tile(vector: bool) -> list[str]:
+        load = []
+        if vector:
+            load = [f"const float4 ks_w{n} = *reinterpret_cast<const float4*>(&p{bases.index(r.source)}"
+                    f"[{offset_expr(r, lane_at(0))}]);" for n, r in enumerate(reads)]
+        for lane, part in enumerate("xyzw"):
+            lane_ev = _Eval(plan, bases, f"x{lane}_", types)
+            if vector:
+                lane_ev.leaf_override = {r: f"ks_w{n}.{part}" for n, r in enumerate(reads)}
+            value = lane_ev.at(step.source, lane_at(lane))
+            load += lane_ev.lines + [f"a{lane} = {value};"]
+        if vector and store:
+            write = [f"*reinterpret_cast<float4*>(&{out}[{offset_expr(leaf, lane_at(0))}]) = "
+                     f"make_float4(prefix {op} a0, prefix {op} a1, prefix {op} a2, prefix {op} a3);"]
+        else:
+            write = [f"ks_st({out}, {offset_expr(leaf, lane_at(lane))}, prefix {op} a{lane});" for lane in range(WIDTH)]
+        return [f"float carry = {init};",
+                f"for (long long base = 0; base < {length}LL; base += {WIDTH}LL * blockDim.x) {{",
+                f"    const long long s = base + {WIDTH}LL * threadIdx.x;",
+                f"    float a0 = {init}, a1 = {init}, a2 = {init}, a3 = {init};",
+                f"    if (s < {length}LL) {{", *("        " + t for t in load), "    }",
+                f"    a1 = a0 {op} a1; a2 = a1 {op} a2; a3 = a2 {op} a3;  // the thread's own four, inclusive",
+                "    float v = a3;",
+                "    for (int o = 1; o < 32; o <<= 1) {",
+                f"        const float n = __shfl_up_sync(0xffffffffu, v, o); if (lane >= o) v = n {op} v;", "    }",
+                "    if (lane == 31) wsum[warp] = v;",
+                f"    float ex = __shfl_up_sync(0xffffffffu, v, 1); if (lane == 0) ex = {init};",
+                "    __syncthreads();",
+                "    if (warp == 0) {",
+                f"        float t = lane < warps ? wsum[lane] : {init};",
+                "        for (int o = 1; o < 32; o <<= 1) {",
+                f"            const float n = __shfl_up_sync(0xffffffffu, t, o); if (lane >= o) t = n {op} t;", "        }",
+                "        wsum[lane] = t;", "    }",
+                "    __syncthreads();",
+                f"    const float prefix = carry {op} ((warp > 0 ? wsum[warp - 1] : {init}) {op} ex);",
+                f"    if (s < {length}LL) {{", *("        " + t for t in write), "    }",
+                f"    carry = carry {op} wsum[warps - 1];",
+                "    __syncthreads();  // wsum is written again by the next tile", "}"]
+
+    pointers = sorted({f"p{bases.index(r.source)}" for r in reads} | ({out} if store else set()))
+    if pointers:
+        body = [*lines, "if (ks_vec) {", *("    " + t for t in tile(True)), "} else {",
+                *("    " + t for t in tile(False)), "}"]
+        aligned = " && ".join(f"reinterpret_cast<uintptr_t>({p}) % 16 == 0" for p in pointers)
+        params, host, launch = f"{params}, const bool ks_vec", f"{host}\n    const bool ks_vec = {aligned};", f"{launch}, ks_vec"
+    else:
+        body = [*lines, *tile(False)]
     text = ("    __shared__ float wsum[32];\n    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, "
             "warps = (blockDim.x + 31) >> 5;\n"
             f"    for (long long i = blockIdx.x; i < {count}LL; i += gridDim.x) {{\n{_body(body, 8)}\n    }}")

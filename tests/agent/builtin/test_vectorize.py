@@ -9,7 +9,7 @@ from agent.builtin.graph import GraphPlan, Kernel, plan_graph
 from agent.builtin.policy import candidate_source, variants
 from agent.builtin.trace import trace_graph
 from agent.builtin.vectorize import vector_reads
-from tests.agent.builtin.test_graph import problem
+from tests.agent.builtin.test_graph import SCANS, problem
 
 TWO = "a, b|torch.randn(64, 4096), torch.randn(64, 4096)"
 
@@ -78,6 +78,7 @@ ON_GPU = {
     "loss": problem("return torch.mean((a - b) ** 2)", "a, b|torch.randn(256, 4096), torch.randn(256, 4096)"),
     "layer_norm": problem("return F.layer_norm(x, (64, 256))", "x|torch.randn(16, 64, 256)"),
     "row_norm": problem("return x / x.abs().mean(dim=1, keepdim=True)", "x|torch.randn(64, 8192)"),
+    "scans": SCANS,  # four elements per thread along each line: cumsum, cumprod, reversed, masked
     "epilogue": problem("return torch.tanh(self.conv(x)) * self.scale", "x|torch.randn(4, 8, 34, 34)",
                         members="self.conv = nn.Conv2d(8, 16, 3)\nself.scale = nn.Parameter(torch.rand(16, 1, 1))"),
 }
