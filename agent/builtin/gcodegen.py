@@ -1065,24 +1065,34 @@ def _block_scan(step: Kernel, name: str, variant: Variant, params: str, host: st
             "    const long long s = base + threadIdx.x;",
             f"    float v = {init};",
             f"    if (s < {length}LL) {{", *("        " + x for x in ev.lines), f"        v = {value};", "    }",
-            "    for (int o = 1; o < 32; o <<= 1) {",
-            f"        const float n = __shfl_up_sync(0xffffffffu, v, o); if (lane >= o) v = n {op} v;", "    }",
-            "    if (lane == 31) wsum[warp] = v;",
-            "    __syncthreads();",
-            "    if (warp == 0) {",
-            f"        float t = lane < warps ? wsum[lane] : {init};",
-            "        for (int o = 1; o < 32; o <<= 1) {",
-            f"            const float n = __shfl_up_sync(0xffffffffu, t, o); if (lane >= o) t = n {op} t;", "        }",
-            "        wsum[lane] = t;", "    }",
-            "    __syncthreads();",
+            *("    " + t for t in _scan_threads(op, init, [])),
             f"    v = carry {op} ((warp > 0 ? wsum[warp - 1] : {init}) {op} v);",
             f"    if (s < {length}LL) ks_st({out}, {offset}, v);",
             f"    carry = carry {op} wsum[warps - 1];",
             "    __syncthreads();  // wsum is written again by the next tile", "}"]
+    return _block_per_line(name, params, host, launch, body, count, variant.block)
+
+
+def _scan_threads(op: str, init: str, before_barrier: list[str]) -> list[str]:
+    """Each thread's value v scanned (inclusive) across its warp, then the warps' totals across the block into
+    wsum (wsum[w]: the total up to and including warp w); `before_barrier` runs once v is scanned."""
+    return ["for (int o = 1; o < 32; o <<= 1) {",
+            f"    const float n = __shfl_up_sync(0xffffffffu, v, o); if (lane >= o) v = n {op} v;", "}",
+            "if (lane == 31) wsum[warp] = v;", *before_barrier,
+            "__syncthreads();",
+            "if (warp == 0) {",
+            f"    float t = lane < warps ? wsum[lane] : {init};",
+            "    for (int o = 1; o < 32; o <<= 1) {",
+            f"        const float n = __shfl_up_sync(0xffffffffu, t, o); if (lane >= o) t = n {op} t;", "    }",
+            "    wsum[lane] = t;", "}",
+            "__syncthreads();"]
+
+
+def _block_per_line(name: str, params: str, host: str, launch: str, body: list[str], count: int, block: int) -> str:
     text = ("    __shared__ float wsum[32];\n    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, "
             "warps = (blockDim.x + 31) >> 5;\n"
             f"    for (long long i = blockIdx.x; i < {count}LL; i += gridDim.x) {{\n{_body(body, 8)}\n    }}")
-    return _wrap(name, params, host, launch, text, True, count, variant.block)
+    return _wrap(name, params, host, launch, text, True, count, block)
 
 
 def _block_scan4(plan: GraphPlan, step: Kernel, name: str, variant: Variant, params: str, host: str, launch: str,
@@ -1124,17 +1134,8 @@ def _block_scan4(plan: GraphPlan, step: Kernel, name: str, variant: Variant, par
                 f"    if (s < {length}LL) {{", *("        " + t for t in load), "    }",
                 f"    a1 = a0 {op} a1; a2 = a1 {op} a2; a3 = a2 {op} a3;  // the thread's own four, inclusive",
                 "    float v = a3;",
-                "    for (int o = 1; o < 32; o <<= 1) {",
-                f"        const float n = __shfl_up_sync(0xffffffffu, v, o); if (lane >= o) v = n {op} v;", "    }",
-                "    if (lane == 31) wsum[warp] = v;",
-                f"    float ex = __shfl_up_sync(0xffffffffu, v, 1); if (lane == 0) ex = {init};",
-                "    __syncthreads();",
-                "    if (warp == 0) {",
-                f"        float t = lane < warps ? wsum[lane] : {init};",
-                "        for (int o = 1; o < 32; o <<= 1) {",
-                f"            const float n = __shfl_up_sync(0xffffffffu, t, o); if (lane >= o) t = n {op} t;", "        }",
-                "        wsum[lane] = t;", "    }",
-                "    __syncthreads();",
+                *("    " + t for t in _scan_threads(op, init, [
+                    f"float ex = __shfl_up_sync(0xffffffffu, v, 1); if (lane == 0) ex = {init};  // the lanes before"])),
                 f"    const float prefix = carry {op} ((warp > 0 ? wsum[warp - 1] : {init}) {op} ex);",
                 f"    if (s < {length}LL) {{", *("        " + t for t in write), "    }",
                 f"    carry = carry {op} wsum[warps - 1];",
@@ -1148,7 +1149,4 @@ def _block_scan4(plan: GraphPlan, step: Kernel, name: str, variant: Variant, par
         params, host, launch = f"{params}, const bool ks_vec", f"{host}\n    const bool ks_vec = {aligned};", f"{launch}, ks_vec"
     else:
         body = [*lines, *tile(False)]
-    text = ("    __shared__ float wsum[32];\n    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, "
-            "warps = (blockDim.x + 31) >> 5;\n"
-            f"    for (long long i = blockIdx.x; i < {count}LL; i += gridDim.x) {{\n{_body(body, 8)}\n    }}")
-    return _wrap(name, params, host, launch, text, True, count, variant.block)
+    return _block_per_line(name, params, host, launch, body, count, variant.block)
