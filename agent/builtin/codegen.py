@@ -29,6 +29,7 @@ class Variant:
     cpu_loop: str = "rows"  # "rows": parallel rows, SIMD columns; "flat": one parallel SIMD loop
     registers: bool = False  # CUDA row ops: each thread keeps its part of the row in registers
     layout: str = "default"  # whole-graph plans: "channels_last" runs 2D/3D convolutions channels-last (layout.py)
+    fallback: bool = False  # measured only where a variant before it was not accepted (policy.py)
 
 
 def variants(plan: Plan, device: str) -> list[Variant]:

@@ -199,7 +199,7 @@ def graph_variants(plan: GraphPlan, device: str) -> list[Variant]:
                 Variant("256 threads per block in every generated kernel" + four + last, block=256, vec=WIDTH,
                         layout="channels_last"),
                 Variant("256 threads per block in every generated kernel, every load scalar" + last, block=256,
-                        layout="channels_last")]
+                        layout="channels_last", fallback=True)]
     return [Variant(f"{b} threads per block in every generated kernel" + (four if vec > 1 else ""), block=b, vec=vec)
             for b, vec in ((256, WIDTH), (128, WIDTH), (512, 1))]
 

@@ -77,7 +77,11 @@ class BuiltinPolicy:
         # layout second: a tie there says nothing of the third variant).
         alike = _blocks_alike(tried) if isinstance(plan, GraphPlan) and len(options) > 1 and \
             options[0].layout == options[1].layout else None
-        if len(tried) < len(options) and near is None and alike is None:
+        # A fallback variant (scalar loads where the ones before used float4) is only for a problem where one of them
+        # failed: after accepted ones it would cost an evaluation to learn nothing.
+        fallback = len(tried) < len(options) and options[len(tried)].fallback and \
+            all(t["status"] == "accepted" for t in tried)
+        if len(tried) < len(options) and near is None and alike is None and not fallback:
             variant = options[len(tried)]
             text = self._proposal(plan, variant, tried, len(options))
             call = ToolCall(f"call_{turn_index}_0", "write_candidate",
@@ -94,6 +98,10 @@ class BuiltinPolicy:
                         "kernels are not limited by the threads in flight, so 512 would not change them either, and the "
                         f"search stops. Submitting the fastest accepted one, variant {tried.index(best) + 1} "
                         f"({_figures(best)}).")
+            elif fallback:
+                text = (f"Variants 1 to {len(tried)} were all accepted; variant {len(tried) + 1} ({options[len(tried)].label}) "
+                        f"is only the fallback for a problem where they fail, so the search stops. Submitting the fastest "
+                        f"accepted one, variant {tried.index(best) + 1} ({_figures(best)}).")
             elif near is not None and len(tried) < len(options):
                 text = (f"Variant {len(tried)} runs at {near:.0%} of the speed of light, within {1 - NEAR_ROOF:.0%} of "
                         f"the roof: the other {len(options) - len(tried)} variants could not gain more than that, so "

@@ -128,7 +128,7 @@ def test_a_whole_graph_plan_stops_after_two_block_sizes_that_time_alike_and_not_
     assert apart.tool_calls[0].name == "write_candidate" and "512 threads per block" in apart.text
 
 
-def test_a_plan_with_convolutions_tries_their_layout_second_and_does_not_stop_on_a_tie(evaluator):
+def test_a_plan_with_convolutions_tries_their_layout_second_and_its_scalar_fallback_only_after_a_failure(evaluator):
     policy = BuiltinPolicy(CONV_EPILOGUE, lambda s: trace_graph(evaluator, s), "cuda")
     first = policy.respond([{"role": "system", "content": "x"}], [])
     assert "Variant 1 of 3" in first.text and "channels-last" not in first.text
@@ -136,8 +136,12 @@ def test_a_plan_with_convolutions_tries_their_layout_second_and_does_not_stop_on
     second = policy.respond(_accepted(first, 4.3230), [])
     assert second.tool_calls[0].name == "write_candidate" and "channels-last" in second.text
     tie = policy.respond(_accepted(first, 4.3230) + _accepted(second, 4.3300), [])
-    # Not a block-size tie: the third variant (scalar loads, channels-last) is still measured.
-    assert tie.tool_calls[0].name == "write_candidate" and "every load scalar" in tie.text
+    # Both accepted: the third variant (scalar loads, channels-last) is only the fallback for float4 loads that fail.
+    assert tie.tool_calls[0].name == "submit" and "only the fallback" in tie.text and "variant 1 (4.3230 ms" in tie.text
+    failed = [first.as_message(), {"role": "tool", "tool_call_id": first.tool_calls[0].id,
+                                   "content": "status: incorrect (reached stage correctness)"}]
+    fallback = policy.respond(failed + _accepted(second, 4.3300), [])
+    assert fallback.tool_calls[0].name == "write_candidate" and "every load scalar" in fallback.text
 
 
 def test_a_capacity_verdict_stops_it_without_blaming_its_templates(evaluator):
