@@ -25,8 +25,9 @@ def _manifest():
 CASES = _manifest()
 # The real timing protocol (every timed call checked, on the parent's clock), with fewer and shorter rounds
 # than production: the verdict's class is the point here, not a tight interval; tighter limits than
-# production so that hangs and runaway allocations end quickly.
-LIMITS = Limits(wall_seconds=30, memory_bytes=4 << 30)
+# production so that hangs and runaway allocations end quickly (a legitimate CPU case's session takes 1-2 s here, and
+# each hang case waits out the whole wall).
+LIMITS = Limits(wall_seconds=20, memory_bytes=4 << 30)
 QUICK = {"min_rounds": 3, "max_rounds": 3, "batch_ms": 10.0}
 CONFIG = {"cpu": EvalConfig(device="cpu", compile_baseline=False, limits=LIMITS, **QUICK),
           "cuda": EvalConfig(device="cuda", compile_baseline=False, limits=Limits(wall_seconds=30), **QUICK)}
