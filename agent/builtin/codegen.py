@@ -95,17 +95,18 @@ KERNEL = r"""
 {build}
 
 
-def _place(root, key, shape, dtype, parameter):
+def _place(root, key, shape, dtype, parameter, memory_format=torch.contiguous_format):
     *path, leaf = key.split(".")
     module = root
     for part in path:
         if not hasattr(module, part):
             module.add_module(part, nn.Module())
         module = getattr(module, part)
+    value = torch.zeros(shape, dtype=dtype).contiguous(memory_format=memory_format)  # values copied in keep the layout
     if parameter:
-        module.register_parameter(leaf, nn.Parameter(torch.zeros(shape, dtype=dtype)))
+        module.register_parameter(leaf, nn.Parameter(value))
     else:
-        module.register_buffer(leaf, torch.zeros(shape, dtype=dtype))
+        module.register_buffer(leaf, value)
 
 
 class ModelNew(nn.Module):
@@ -118,10 +119,13 @@ class ModelNew(nn.Module):
 '''
 
 
-def state_init(state: list[dict[str, Any]]) -> str:
-    """ModelNew.__init__'s lines: the problem's parameters and buffers, same names, shapes and dtypes."""
-    lines = [f"        _place(self, {s['name']!r}, {tuple(s['shape'])!r}, torch.{s.get('dtype', 'float32')}, {s['parameter']!r})"
-             for s in state]
+def state_init(state: list[dict[str, Any]], formats: dict[str, str] | None = None) -> str:
+    """ModelNew.__init__'s lines: the problem's parameters and buffers, same names, shapes and dtypes; `formats` names
+    those held in another memory layout (a channels-last convolution's weight: the evaluator's copy of Model's values
+    keeps it, so forward converts nothing per call)."""
+    formats = formats or {}
+    lines = [f"        _place(self, {s['name']!r}, {tuple(s['shape'])!r}, torch.{s.get('dtype', 'float32')}, {s['parameter']!r}"
+             + (f", torch.{formats[s['name']]})" if s["name"] in formats else ")") for s in state]
     return "\n".join(lines) or "        pass"
 
 

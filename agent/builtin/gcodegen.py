@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from agent.builtin import ops
 from agent.builtin.codegen import MODULE, Variant, state_init, tensor_expr
 from agent.builtin.graph import REMAPPING, RESHAPE, GraphPlan, Kernel, Library, is_data
-from agent.builtin.layout import channels_last, layout_convolutions, memory_format
+from agent.builtin.layout import CPP_FORMATS, channels_last, layout_convolutions, memory_format
 from agent.builtin.lower import Expr, Leaf, contiguous
 from agent.builtin.vectorize import WIDTH, pointwise_vector_reads, vector_reads
 
@@ -33,7 +33,6 @@ _SCALAR_TYPES = {"float32": "torch::kFloat32", "float16": "torch::kFloat16", "bf
                  "float64": "torch::kFloat64", "int64": "torch::kInt64", "int32": "torch::kInt32",
                  "int16": "torch::kInt16", "int8": "torch::kInt8", "uint8": "torch::kUInt8", "bool": "torch::kBool"}
 _TORCH_DTYPES = {k: f"torch.{k}" for k in _SCALAR_TYPES}
-_MEMORY_FORMATS = {"channels_last": "at::MemoryFormat::ChannelsLast", "channels_last_3d": "at::MemoryFormat::ChannelsLast3d"}
 INTEGER = {"int64", "int32", "int16", "int8", "uint8"}
 
 # NaN-propagating max/min and (value, index) merging, for both devices (KS_FN is defined by each head).
@@ -225,13 +224,22 @@ def graph_source(plan: GraphPlan, variant: Variant, device: str) -> str:
     else:
         build = (f'_ext = load_inline(name="{name}", cpp_sources=KERNEL, functions={names!r},\n'
                  f'                   extra_cflags=["-O3", "-march=native", "-fno-trapping-math"])' if names else "_ext = None")
+    weights = {}  # a channels-last convolution's weight is made channels-last once, at construction
+    if variant.layout == "channels_last":
+        weights = {w.source[6:]: memory_format(w.shape) for w in (s.args[1] for s in layout_convolutions(plan))
+                   if isinstance(w, Leaf) and w.source.startswith("state:") and _whole(plan, w)}
     return MODULE.format(variant=f"whole-graph plan, {variant.label}", kernel=kernel, build=build,
-                         init=state_init(plan.state), forward=_forward(plan, steps, cuda, variant.layout))
+                         init=state_init(plan.state, weights), forward=_forward(plan, steps, cuda, variant.layout))
+
+
+def _whole(plan: GraphPlan, leaf: Leaf) -> bool:
+    """`leaf` is its whole tensor as it is (no view to make)."""
+    return leaf.offset == 0 and leaf.shape == plan.base_shape(leaf.source) and leaf.strides == contiguous(leaf.shape)
 
 
 def _view(plan: GraphPlan, leaf: Leaf) -> str:
     base = tensor_expr(plan, leaf.source)
-    if leaf.offset == 0 and leaf.shape == plan.base_shape(leaf.source) and leaf.strides == contiguous(leaf.shape):
+    if _whole(plan, leaf):
         return base
     return f"torch.as_strided({base}, {tuple(leaf.shape)!r}, {tuple(leaf.strides)!r}, {leaf.offset})"
 
@@ -247,13 +255,14 @@ def _forward(plan: GraphPlan, steps: list[Any], cuda: bool, layout: str = "defau
         lines.append(f"        arg{i} = arg{i}.contiguous()")
     made: set[str] = set()
     stream = "torch.cuda.current_stream().cuda_stream" if cuda else "0"
+    relaid = layout_convolutions(plan) if layout == "channels_last" else []
     for n, step in enumerate(steps):
         if step is None:  # fused into the kernel before it
             continue
         if isinstance(step, Library):
             call = [_view(plan, a) if isinstance(a, Leaf) else repr(a) for a in step.args]
             after = ".contiguous()"
-            if layout == "channels_last" and step in layout_convolutions(plan):
+            if step in relaid:
                 fmt = f"memory_format=torch.{memory_format(step.args[0].shape)}"
                 call[:2] = [f"{c}.contiguous({fmt})" for c in call[:2]]
                 if step.output in plan.layouts:  # read in place by the kernels after it
@@ -562,7 +571,7 @@ def _signature(plan: GraphPlan, step: Kernel, cuda: bool) -> tuple[str, str, str
         name = f"q{outs.index(base)}" if writable else f"p{k}"
         const = "" if writable else "const "
         params.append(f"{const}{ctype}* __restrict__ {name}")
-        fmt = _MEMORY_FORMATS.get(plan.layouts.get(base, ""), "")
+        fmt = CPP_FORMATS.get(plan.layouts.get(base, ""), "")
         host.append(f'TORCH_CHECK(ts[{k}].scalar_type() == {_SCALAR_TYPES[dtype]} && ts[{k}].numel() == {math.prod(shape)}LL '
                     f'&& ts[{k}].is_contiguous({fmt}), "tensor {k} ({base}) must be a {plan.layouts.get(base, "contiguous")} '
                     f'{dtype} tensor of shape {list(shape)}");')
@@ -623,27 +632,21 @@ def _pointwise(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda:
     # Four consecutive elements per thread (vectorize.py): the index arithmetic once for the four, float4 loads and
     # store where the operands allow, the scalar loop where a pointer is not 16-byte aligned.
     reads, store = four
-    bases = _bases(step)
-    vlines, vc = decompose(f"(i * {WIDTH}LL)", shape, "c")
-    for n, read in enumerate(reads):
-        vlines.append(f"const float4 ks_w{n} = *reinterpret_cast<const float4*>(&p{bases.index(read.source)}[{offset_expr(read, vc)}]);")
-    values = []
-    for lane, part in enumerate("xyzw"):
-        lane_ev = _Eval(plan, bases, f"v{lane}_", types)
-        lane_ev.leaf_override = {read: f"ks_w{n}.{part}" for n, read in enumerate(reads)}
-        at = (*vc[:-1], f"({vc[-1]} + {lane})")
-        values.append(lane_ev.at(step.source, at))
-        vlines += lane_ev.lines
-        if not store:
-            vlines.append(f"ks_st({out}, {offset_expr(leaf, at)}, {values[-1]});")
+    index_lines, vc = decompose(f"(i * {WIDTH}LL)", shape, "c")
+
+    def at(lane: int) -> tuple[str, ...]:
+        return (*vc[:-1], f"({vc[-1]} + {lane})")
+    lanes = _four_lanes(plan, step, types, reads, lambda read: offset_expr(read, vc), at, "v")
+    vlines = [*index_lines, *lanes.loads]
+    for lane, (lane_lines, value) in enumerate(lanes.lanes):
+        vlines += lane_lines + ([] if store else [f"ks_st({out}, {offset_expr(leaf, at(lane))}, {value});"])
     if store:
-        vlines.append(f"*reinterpret_cast<float4*>(&{out}[{offset_expr(leaf, vc)}]) = make_float4({', '.join(values)});")
-    pointers = sorted({f"p{bases.index(r.source)}" for r in reads} | ({out} if store else set()))
-    aligned = " && ".join(f"reinterpret_cast<uintptr_t>({p}) % 16 == 0" for p in pointers)
+        values = ", ".join(value for _, value in lanes.lanes)
+        vlines.append(f"*reinterpret_cast<float4*>(&{out}[{offset_expr(leaf, vc)}]) = make_float4({values});")
     vector = _grid_loop(cuda, count // WIDTH, variant.block, _body(vlines, 8))
     text = "\n".join(["    if (ks_vec) {", vector, "    } else {", body, "    }"])
-    return _wrap(name, f"{params}, const bool ks_vec", f"{host}\n    const bool ks_vec = {aligned};", f"{launch}, ks_vec",
-                 text, cuda, -(-count // WIDTH // variant.block), variant.block)
+    return _wrap(name, *_with_vec_flag(params, host, launch, lanes.pointers + ([out] if store else [])), text, cuda,
+                 -(-count // WIDTH // variant.block), variant.block)
 
 
 def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool, params: str, host: str,
@@ -676,8 +679,7 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
     lanes = _vector_lanes(plan, step, tuple(coords), types) \
         if cuda and block_mode and variant.vec == WIDTH and kind in _VECTOR_KINDS else None
     if lanes is not None:  # the float4 loop runs where every vector operand's pointer is 16-byte aligned
-        aligned = " && ".join(f"reinterpret_cast<uintptr_t>({p}) % 16 == 0" for p in lanes.pointers)
-        params, launch, host = f"{params}, const bool ks_vec", f"{launch}, ks_vec", f"{host}\n    const bool ks_vec = {aligned};"
+        params, host, launch = _with_vec_flag(params, host, launch, lanes.pointers)
     splits = reduce_splits(outputs, reduced) if cuda and block_mode and kind in _SPLIT_KINDS else 1
     if splits > 1:
         body = _split_body(name, kind, load, lines_o, outs, outputs, reduced, splits, step.params.get("correction"), lanes)
@@ -826,23 +828,40 @@ class _Lanes(NamedTuple):
 
 
 def _vector_lanes(plan: GraphPlan, step: Kernel, coords: tuple[str, ...], types: dict[str, str]) -> _Lanes | None:
+    """A reduction's elements j..j+3 (vectorize.vector_reads): every read either one of the float4s or the same for
+    the four, so each lane is evaluated at the output's element 0 and the loads add j."""
     reads = vector_reads(step, types)
     if reads is None:
         return None
-    bases, dims = _bases(step), step.params["dims"]
-    zero = tuple("0" if d in dims else c for d, c in enumerate(coords))  # an output's element 0; j is added
-    loads = []
-    for n, leaf in enumerate(reads):
+    zero = tuple("0" if d in step.params["dims"] else c for d, c in enumerate(coords))
+
+    def at_j(leaf: Leaf) -> str:
         base = offset_expr(leaf, zero)
-        at = "j" if base == "0" else f"{base} + j"
-        loads.append(f"const float4 ks_w{n} = *reinterpret_cast<const float4*>(&p{bases.index(leaf.source)}[{at}]);")
+        return "j" if base == "0" else f"{base} + j"
+    return _four_lanes(plan, step, types, reads, at_j, lambda _lane: zero, "x")
+
+
+def _four_lanes(plan: GraphPlan, step: Kernel, types: dict[str, str], reads: list[Leaf], load_at: Any, lane_coords: Any,
+                prefix: str) -> _Lanes:
+    """`step`'s source at four consecutive elements: `reads` loaded once each as a float4 at index load_at(leaf), lane k
+    evaluated at lane_coords(k) with those views read from the float4's k-th component."""
+    bases = _bases(step)
+    loads = [f"const float4 ks_w{n} = *reinterpret_cast<const float4*>(&p{bases.index(r.source)}[{load_at(r)}]);"
+             for n, r in enumerate(reads)]
     lanes = []
     for lane, part in enumerate("xyzw"):
-        ev = _Eval(plan, bases, f"x{lane}_", types)
-        ev.override = {leaf.source: f"ks_w{n}.{part}" for n, leaf in enumerate(reads)}
-        value = ev.at(step.source, zero)
+        ev = _Eval(plan, bases, f"{prefix}{lane}_", types)
+        ev.leaf_override = {r: f"ks_w{n}.{part}" for n, r in enumerate(reads)}
+        value = ev.at(step.source, lane_coords(lane))
         lanes.append((ev.lines, value))
-    return _Lanes(loads, lanes, sorted({f"p{bases.index(leaf.source)}" for leaf in reads}))
+    return _Lanes(loads, lanes, sorted({f"p{bases.index(r.source)}" for r in reads}))
+
+
+def _with_vec_flag(params: str, host: str, launch: str, pointers: list[str]) -> tuple[str, str, str]:
+    """The kernel's argument ks_vec: whether every pointer read or written as float4 is 16-byte aligned, decided at
+    launch (a tensor at an odd storage offset takes the scalar loop)."""
+    aligned = " && ".join(f"reinterpret_cast<uintptr_t>({p}) % 16 == 0" for p in pointers)
+    return f"{params}, const bool ks_vec", f"{host}\n    const bool ks_vec = {aligned};", f"{launch}, ks_vec"
 
 
 def _vector_loop(lanes: _Lanes, start: str, end: str, update: str) -> list[str]:
@@ -1105,23 +1124,18 @@ def _block_scan4(plan: GraphPlan, step: Kernel, name: str, variant: Variant, par
     init, op = ("0.0f", "+") if kind == "sum" else ("1.0f", "*")
     four = pointwise_vector_reads(step, leaf, types)
     reads, store = four if four is not None else ([], False)
-    bases = _bases(step)
     at_s = coords.index("s")
 
     def lane_at(lane: int) -> tuple[str, ...]:
         return tuple(f"(s + {lane})" if n == at_s else c for n, c in enumerate(coords))
 
-    def tile(vector: bool) -> list[str]:
-        load = []
-        if vector:
-            load = [f"const float4 ks_w{n} = *reinterpret_cast<const float4*>(&p{bases.index(r.source)}"
-                    f"[{offset_expr(r, lane_at(0))}]);" for n, r in enumerate(reads)]
-        for lane, part in enumerate("xyzw"):
-            lane_ev = _Eval(plan, bases, f"x{lane}_", types)
-            if vector:
-                lane_ev.leaf_override = {r: f"ks_w{n}.{part}" for n, r in enumerate(reads)}
-            value = lane_ev.at(step.source, lane_at(lane))
-            load += lane_ev.lines + [f"a{lane} = {value};"]
+    def lanes_of(four_reads: list[Leaf]) -> _Lanes:
+        return _four_lanes(plan, step, types, four_reads, lambda r: offset_expr(r, lane_at(0)), lane_at, "x")
+
+    def tile(lanes: _Lanes, vector: bool) -> list[str]:
+        load = list(lanes.loads)
+        for lane, (lane_lines, value) in enumerate(lanes.lanes):
+            load += lane_lines + [f"a{lane} = {value};"]
         if vector and store:
             write = [f"*reinterpret_cast<float4*>(&{out}[{offset_expr(leaf, lane_at(0))}]) = "
                      f"make_float4(prefix {op} a0, prefix {op} a1, prefix {op} a2, prefix {op} a3);"]
@@ -1141,12 +1155,11 @@ def _block_scan4(plan: GraphPlan, step: Kernel, name: str, variant: Variant, par
                 f"    carry = carry {op} wsum[warps - 1];",
                 "    __syncthreads();  // wsum is written again by the next tile", "}"]
 
-    pointers = sorted({f"p{bases.index(r.source)}" for r in reads} | ({out} if store else set()))
-    if pointers:
-        body = [*lines, "if (ks_vec) {", *("    " + t for t in tile(True)), "} else {",
-                *("    " + t for t in tile(False)), "}"]
-        aligned = " && ".join(f"reinterpret_cast<uintptr_t>({p}) % 16 == 0" for p in pointers)
-        params, host, launch = f"{params}, const bool ks_vec", f"{host}\n    const bool ks_vec = {aligned};", f"{launch}, ks_vec"
+    scalar = tile(lanes_of([]), False)
+    if reads or store:
+        vector = lanes_of(reads)
+        body = [*lines, *_either(tile(vector, True), scalar)]
+        params, host, launch = _with_vec_flag(params, host, launch, vector.pointers + ([out] if store else []))
     else:
-        body = [*lines, *tile(False)]
+        body = [*lines, *scalar]
     return _block_per_line(name, params, host, launch, body, count, variant.block)

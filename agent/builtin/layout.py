@@ -19,6 +19,7 @@ from agent.builtin.graph import GraphPlan, Kernel, Library
 from agent.builtin.lower import Expr, Leaf, contiguous
 
 FORMATS = {4: "channels_last", 5: "channels_last_3d"}  # dimensions -> torch.memory_format name
+CPP_FORMATS = {"channels_last": "at::MemoryFormat::ChannelsLast", "channels_last_3d": "at::MemoryFormat::ChannelsLast3d"}
 
 
 def layout_convolutions(plan: GraphPlan) -> list[Library]:

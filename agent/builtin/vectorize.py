@@ -28,8 +28,8 @@ def vector_reads(step: Kernel, types: dict[str, str]) -> list[Leaf] | None:
     if math.prod(reduced_shape) % WIDTH:
         return None
     want = dict(zip(dims, contiguous(reduced_shape)))
-    leaves = _leaves(step.source, [])
-    if leaves is None:
+    leaves, remapped = _direct_leaves(step.source, False, [], [])
+    if remapped:  # read at other coordinates than the element's own
         return None
     found: list[Leaf] = []
     for leaf in leaves:
@@ -47,27 +47,14 @@ def vector_reads(step: Kernel, types: dict[str, str]) -> list[Leaf] | None:
         for d in dims:
             if shape[d] > 1 and per_dim[d] != (shape[d], want[d]):
                 return None
-        kept_strides = [per_dim[d][1] for d in range(len(shape)) if d not in dims and per_dim[d][0] > 1]
-        if leaf.offset % WIDTH or any(s % WIDTH for s in kept_strides):
+        if not _aligned(leaf.offset, [per_dim[d] for d in range(len(shape)) if d not in dims]):
             return None
         if leaf not in found:
             found.append(leaf)
     sources = {leaf.source for leaf in found}
     if len(sources) != len(found) or any(leaf.source in sources and leaf not in found for leaf in leaves):
-        return None  # a source read through two views: the lanes name a source's value, not a view's
+        return None  # a source also read through another view stays scalar (conservative: not yet judged on a GPU)
     return found or None
-
-
-def _leaves(value: Any, found: list[Leaf]) -> list[Leaf] | None:
-    if isinstance(value, Leaf):
-        found.append(value)
-    elif isinstance(value, Expr):
-        if value.op in REMAPPING:
-            return None
-        for o in value.operands:
-            if _leaves(o, found) is None:
-                return None
-    return found
 
 
 def pointwise_vector_reads(step: Kernel, output: Leaf, types: dict[str, str]) -> tuple[list[Leaf], bool] | None:
@@ -93,7 +80,13 @@ def _contiguous_inner(leaf: Leaf, shape: tuple[int, ...], types: dict[str, str])
         return False
     if leaf.shape[-1] != shape[-1] or leaf.strides[-1] != 1:
         return False
-    return leaf.offset % WIDTH == 0 and all(s % WIDTH == 0 for n, s in zip(leaf.shape[:-1], leaf.strides[:-1]) if n > 1)
+    return _aligned(leaf.offset, list(zip(leaf.shape[:-1], leaf.strides[:-1])))
+
+
+def _aligned(offset: int, outer: list[tuple[int, int]]) -> bool:
+    """Every start of four consecutive elements lies on a 16-byte boundary (given an aligned base pointer): the offset
+    and the strides of the other dimensions, (size, stride) each, are multiples of four floats."""
+    return offset % WIDTH == 0 and all(stride % WIDTH == 0 for size, stride in outer if size > 1)
 
 
 def _direct_leaves(value: Any, under: bool, direct: list[Leaf], remapped: list[Leaf]) -> tuple[list[Leaf], list[Leaf]]:

@@ -47,7 +47,9 @@ def test_an_epilogue_reads_the_convolution_output_in_place_at_its_channels_last_
     shape = plan.buffers[conv.output][0]
     last = channels_last(plan)
     assert last.layouts == {conv.output: "channels_last"}
-    for leaf in _leaves_of(last, conv.output):  # the elementwise read and the mean's: channel stride 1
+    read = _leaves_of(last, conv.output)
+    assert read  # the elementwise read and the mean's
+    for leaf in read:  # channel stride 1
         assert leaf.strides[1] in (0, 1) and leaf.strides == tuple(
             0 if n == 1 or s == 0 else p for n, s, p in zip(leaf.shape, leaf.strides, physical_strides(shape)))
     assert [v.layout for v in variants(plan, "cuda")] == ["default", "channels_last", "channels_last"]
@@ -56,6 +58,8 @@ def test_an_epilogue_reads_the_convolution_output_in_place_at_its_channels_last_
     # Input and weight converted for cuDNN, the output kept in that layout for the kernels, which check it.
     assert source.count(".contiguous(memory_format=torch.channels_last)") == 3
     assert "is_contiguous(at::MemoryFormat::ChannelsLast)" in source
+    # The weight is made channels-last once, at construction (the per-call conversion is then a no-op).
+    assert "_place(self, 'conv.weight', (8, 4, 3, 3), torch.float32, True, torch.channels_last)" in source
     default = candidate_source(plan, variants(plan, "cuda")[0], "cuda")
     assert "channels_last" not in default and "ChannelsLast" not in default
 
