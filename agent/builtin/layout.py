@@ -3,8 +3,8 @@
 On the H200, KernelBench level 2's convolution epilogues ran at 0.43-0.46x of torch.compile although their
 epilogue was one fused pass: the time is in the convolution itself, which cuDNN runs faster on NHWC (channels-last)
 tensors than on PyTorch's default NCHW, and inductor's layout optimisation converts convolutions to channels-last.
-In this variant every 2D/3D convolution gets its input and weight in channels-last (a copy, unless they already are)
-and leaves its output channels-last. A generated kernel that reads that output then addresses its physical
+In this variant every 2D/3D convolution gets its input in channels-last (a copy per call, unless it already is; its
+weight is held channels-last from construction) and leaves its output channels-last. A generated kernel that reads that output then addresses its physical
 layout directly (each view's strides mapped onto the channels-last strides), so the layout costs no extra pass;
 where a view cannot be mapped (a reshape that merges the channel dimension with another), where another library
 call reads the output, or where it is the module's own output, the output is copied back to NCHW as PyTorch's
