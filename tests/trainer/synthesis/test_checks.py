@@ -21,6 +21,13 @@ def test_it_passes_a_good_problem_and_reports_what_it_measured(worker):
     assert outcome.output_shape == [256, 512] and outcome.eager_ms > 0 and outcome.compile_ms > 0
 
 
+def test_two_runs_that_differ_only_by_noise_below_the_tolerance_count_as_deterministic():
+    settings = CheckSettings(min_ms=0.0, max_ms=1000.0, compile=False)
+    assert check_source(problems.ROUNDING_NOISE, settings).ok
+    strict = check_source(problems.ROUNDING_NOISE, CheckSettings(min_ms=0.0, max_ms=1000.0, compile=False, rtol=0.0, atol=0.0))
+    assert strict.reason == "nondeterministic" and "rtol 0.0, atol 0.0" in strict.detail
+
+
 @pytest.mark.parametrize(("source", "reason", "says"), [
     (problems.NONDETERMINISTIC, "nondeterministic", "two runs with the same seed and inputs differ"),
     (problems.CONSTANT, "constant_output", "outputs are (nearly) equal to 0"),
