@@ -62,6 +62,7 @@ class Flag(str, enum.Enum):
     CLOCKS_DISAGREE = "clocks_disagree"
     NEAR_ZERO_REFERENCE = "near_zero_reference"
     CONSTANT_REFERENCE = "constant_reference"
+    ILL_CONDITIONED_REFERENCE = "ill_conditioned_reference"
     NOISY_TIMING = "noisy_timing"
 
 

@@ -139,12 +139,15 @@ def stop(state: AgentState, status: str, reason: str) -> AgentState:
 
 def reward(summary: dict[str, Any] | None) -> float:
     """Correctness-gated reward of one evaluation (CUDA Agent): -1 not accepted, 1 accepted, 2 beats
-    eager by the margin, 3 beats eager and torch.compile by the margin. 0 when nothing was evaluated, and for a
-    capacity verdict (the engine's limit, never the candidate's failure)."""
+    eager by the margin, 3 beats eager and torch.compile by the margin. 0 when nothing was evaluated, for a
+    capacity verdict (the engine's limit, never the candidate's failure), and for an accepted one on a constant
+    reference (writing the constant passes and is the fastest "kernel": a policy must not learn to)."""
     if summary is None or summary["status"] == Status.CAPACITY.value:
         return 0.0  # the engine's limit (the problem against the device): no evidence about the candidate either way
     if summary["status"] != Status.ACCEPTED.value:
         return -1.0
+    if "constant_reference" in (summary.get("flags") or []):
+        return 0.0
     eager, compiled = summary.get("speedup_vs_eager"), summary.get("speedup_vs_compile")
     if eager is None or eager < SPEEDUP_MARGIN:
         return 1.0

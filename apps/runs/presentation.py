@@ -29,6 +29,7 @@ FLAG_WORDS: dict[str, str] = {
     "clocks_disagree": "The GPU events and the host clock disagree: work ran outside the timed stream.",
     "near_zero_reference": "The reference's outputs are nearly all zero, so the tolerance check proves little.",
     "constant_reference": "The reference returns the same constant whatever its inputs: any kernel writing it passes, so this verdict proves nothing about the kernel.",
+    "ill_conditioned_reference": "On some trials the reference's own float32 result is out of tolerance of its float64 one (an ill-conditioned problem, e.g. a result that is exactly zero); there the kernel was held to eager's own accuracy, not to eager's rounding.",
     "noisy_timing": "The speedup's interval stayed wide (or the timing was disturbed); the figure is less certain and is not a headline.",
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.engine.evaluate.compare import NOISE_FACTOR
 from agent.engine.evaluate.config import EvalConfig
 from agent.engine.evaluate.session import Measured, Outcome, describe_failure, median_interval
 from agent.engine.evaluate.timing import summarize
@@ -27,7 +28,8 @@ MEASURED_BY = {
     "eager_ms": "parent clock over the reference's eager batches, less the null batches",
     "compile_ms": "parent clock over the reference's torch.compile batches, less the null batches",
     "verified_calls": "reference's job: keyed projections of every timed call's outputs",
-    "trials": "reference's job: every checked call's outputs, elementwise",
+    "trials": "reference's job: every checked call's outputs, elementwise (and, where one failed, against the "
+              "reference in float64)",
     "device_events_ms": "candidate's job (untrusted; a cross-check only)",
     "flags": "parent and reference's job; the in-process flags of the candidate's job only count against it",
     "variants": "as the main figures, on each of the problem's input variants' own bases",
@@ -51,9 +53,16 @@ def judge(out: Outcome, cfg: EvalConfig, build: BuildInfo, compile_cached: dict[
         return _failed(verdict, out, cfg, job)
     labels = out.reference.get("labels", [])
     verdict.correct = bool(verdict.trials) and len(verdict.trials) == len(labels) and all(t.passed for t in verdict.trials)
-    constant = _constant_reference(out.comparisons)
+    constant = _constant_reference(out.comparisons) or _constant_in_float64(out.comparisons)
     if constant is not None:
         verdict.flags.append(constant)
+    held = [c for c in out.comparisons if c.get("held_to_eager")]
+    if held and verdict.correct:
+        verdict.flags.append(Finding(Flag.ILL_CONDITIONED_REFERENCE, (
+            f"on {len(held)} of {len(out.comparisons)} checked trials ({', '.join(str(c['label']) for c in held)}) the "
+            f"reference's own float32 output is out of tolerance of a float64 evaluation of it; there the candidate "
+            f"was held to within {NOISE_FACTOR:g}x the reference's own error from float64 (each trial's note gives "
+            "the figures), and the timed calls' checks were widened alike")))
     if out.measured is not None:
         _timing(verdict, out, out.measured, compile_cached)
         if verdict.timing is not None:
@@ -109,6 +118,23 @@ def _constant_reference(comparisons: list[dict[str, Any]]) -> Finding | None:
                    f"the reference returned the same constant output{'s' if len(first) > 1 else ''} ({values}) on all "
                    f"{len(seen)} checked trials, whatever their inputs: a candidate that only writes "
                    f"{'them' if len(first) > 1 else 'it'} passes, so this verdict says nothing about a kernel")
+
+
+def _constant_in_float64(comparisons: list[dict[str, Any]]) -> Finding | None:
+    """Raised where every checked trial was held to eager's accuracy and, in float64, the reference's outputs are the
+    same constants on all of them to within the reference's own rounding (a mean of a normalised tensor: 0): writing
+    them passes every check, as for a constant reference."""
+    seen = [c.get("float64_constants") for c in comparisons]
+    if len(seen) < 2 or any(not s or len(s) != len(seen[0]) for s in seen):
+        return None
+    for j, (value, _) in enumerate(seen[0]):
+        if any(abs(s[j][0] - value) > max(s[j][1], seen[0][j][1]) for s in seen):
+            return None
+    values = ", ".join(f"{s[0]:.3g}" for s in seen[0][:4]) + (", ..." if len(seen[0]) > 4 else "")
+    return Finding(Flag.CONSTANT_REFERENCE,
+                   f"in float64 the reference's output is one constant ({values}) on all {len(seen)} checked trials, to "
+                   "within its own float32 rounding, whatever their inputs: a candidate that only writes it passes, so "
+                   "this verdict says nothing about a kernel")
 
 
 def _trial(c: dict[str, Any]) -> TrialResult:

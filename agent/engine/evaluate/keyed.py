@@ -32,7 +32,7 @@ from typing import Any, Iterator
 import torch
 
 import agent.engine.evaluate.keyed_cuda as keyed_cuda
-from agent.engine.evaluate.compare import tolerances
+from agent.engine.evaluate.compare import NOISE_FACTOR, tolerances
 
 SIGMAS = 6.0
 # The projection's own rounding (float32 dot products of up to ~1e9 terms), relative to sum |w_i y_i|.
@@ -402,46 +402,55 @@ def project_rows(outputs: list[torch.Tensor], key: int, pools: Pools) -> torch.T
 
 
 def projection_bound(refs: list[torch.Tensor], key: int, pools: Pools, rtol: float | None,
-                     atol_scale: float | None) -> list[float]:
+                     atol_scale: float | None, noise: list[float] | None = None) -> list[float]:
     """For each reference output: how far a candidate's projection may be from the reference's and still come
-    from outputs within the tolerance the checked calls use (compare.py)."""
+    from outputs within the tolerance the checked calls use (compare.py). `noise`: per output, the reference's own
+    root-mean-square error from float64 where a checked call found it ill-conditioned (exact.reference_noise); a
+    candidate held to NOISE_FACTOR times it may differ from the reference by (NOISE_FACTOR + 1) times it."""
     bounds = []
     for j, ref in enumerate(refs):
         if ref.numel() == 0:
             bounds.append(0.0)
             continue
         r_tol, scale = tolerances(ref.dtype, rtol, atol_scale)
+        own = noise[j] if noise and j < len(noise) else 0.0
         if pools.fused and keyed_cuda.supported(ref):
-            bounds.append(_fused_bound(ref, _seed(key, 1000 + j), r_tol, scale))
+            bounds.append(_bound(keyed_cuda.Kernels.load().bound_sums(ref, _seed(key, 1000 + j)), r_tol, scale, own))
             continue
         flat = ref.detach().reshape(-1)
         magnitude = max(float(_values(flat[i:i + PIECE]).abs().max()) for i in range(0, flat.numel(), PIECE))
-        variance = rounding = 0.0
+        variance = rounding = squared_weights = 0.0
         for start, stop, weights in pools.weight_pieces(ref.numel(), ref.device, key, j):
             values = _values(flat[start:stop])
             tol = values.abs().mul_(r_tol).add_(scale * magnitude)
             variance += float(torch.dot(weights.square(), tol.square()).clamp_min(0.0))
             rounding += float(torch.dot(weights.abs(), values.abs()))
-        bounds.append(SIGMAS * variance ** 0.5 + ROUNDING * rounding + 1e-30)
+            squared_weights += float(weights.square().sum()) if own else 0.0
+        bounds.append(_widened(variance, squared_weights, own) + ROUNDING * rounding + 1e-30)
     return bounds
 
 
-def _fused_bound(ref: torch.Tensor, seed: int, r_tol: float, scale: float) -> float:
-    return _bound(keyed_cuda.Kernels.load().bound_sums(ref, seed), r_tol, scale)
-
-
-def bound_of_figures(sums: list[float], dtype: torch.dtype, rtol: float | None, atol_scale: float | None) -> float:
+def bound_of_figures(sums: list[float], dtype: torch.dtype, rtol: float | None, atol_scale: float | None,
+                     noise: float = 0.0) -> float:
     """projection_bound's figure for one output of `dtype` from the fused projection's bound sums (project_rows)."""
-    return _bound(sums, *tolerances(dtype, rtol, atol_scale))
+    return _bound(sums, *tolerances(dtype, rtol, atol_scale), noise)
 
 
-def _bound(sums: Any, r_tol: float, scale: float) -> float:
+def _bound(sums: Any, r_tol: float, scale: float, noise: float = 0.0) -> float:
     """projection_bound's figure for one output from the fused kernels' one pass (the same weights as the projection):
     with tol_i = r |y_i| + s M, sum w_i^2 tol_i^2 = r^2 sum w^2 y^2 + 2 r s M sum w^2 |y| + s^2 M^2 sum w^2."""
     squares, weighed, weights, rounding, magnitude = sums
     absolute = scale * magnitude
     variance = r_tol * r_tol * squares + 2.0 * r_tol * absolute * weighed + absolute * absolute * weights
-    return SIGMAS * max(variance, 0.0) ** 0.5 + ROUNDING * rounding + 1e-30
+    return _widened(variance, weights, noise) + ROUNDING * rounding + 1e-30
+
+
+def _widened(variance: float, squared_weights: float, noise: float) -> float:
+    """SIGMAS deviations of the projection of errors within the tolerance, and of an ill-conditioned reference's noise:
+    a difference of root-mean-square (NOISE_FACTOR + 1) * noise per element projects with spread that times the
+    weights' norm."""
+    spread = (NOISE_FACTOR + 1.0) * noise
+    return SIGMAS * (max(variance, 0.0) + spread * spread * squared_weights) ** 0.5
 
 
 def agree(got: list[float], expected: list[float], bounds: list[float]) -> bool:

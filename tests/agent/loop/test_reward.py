@@ -20,3 +20,9 @@ def test_it_rewards_milestones_for_beating_eager_and_torch_compile_by_a_margin()
     assert reward(_summary(eager=1.5, compiled=None)) == 2.0
     assert reward(_summary(eager=1.5, compiled=1.01)) == 2.0
     assert reward(_summary(eager=1.5, compiled=1.2)) == 3.0
+
+
+def test_an_accepted_verdict_on_a_constant_reference_earns_nothing_however_fast():
+    summary = {**_summary(eager=50.0, compiled=40.0), "flags": ["constant_reference"]}
+    assert reward(summary) == 0.0
+    assert reward({**summary, "flags": ["noisy_timing"]}) == 3.0

@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from agent.engine.evaluate.compare import compare_outputs, compare_tensor
+from agent.engine.evaluate.compare import compare_outputs, compare_tensor, conditioning, held_to_eager
 
 
 def test_it_accepts_float32_rounding_differences():
@@ -72,3 +72,53 @@ def test_comparing_in_pieces_judges_exactly_as_comparing_at_once():
         parts = compare_tensor(ref, out, piece=piece)
         assert repr(parts) == repr(whole), (piece, parts, whole)  # repr: NaN figures compare equal
     assert not whole.passed and whole.mismatched == 51
+
+
+def _noisy_zero(rows=64, n=4096, seed=0):
+    """An ill-conditioned output: the mean of a centred row, exactly 0, computed in float32 (rounding noise) and float64."""
+    x = torch.randn(rows, n, generator=torch.Generator().manual_seed(seed)) * 10 + 3
+    ref = (x - x.mean(dim=1, keepdim=True)).mean(dim=1)
+    exact = (x.double() - x.double().mean(dim=1, keepdim=True)).mean(dim=1)
+    return ref, exact
+
+
+def test_a_candidate_as_accurate_as_an_ill_conditioned_reference_passes_against_float64():
+    ref, exact = _noisy_zero()
+    other = ref + 0.5 * ref.abs().max() * torch.randn_like(ref).clamp(-1, 1)  # another rounding of the same size
+    assert not compare_tensor(ref, other).passed
+    judged, ill = held_to_eager([ref], [other], [exact], None, None)
+    assert ill and judged.passed and judged.held_to_eager and "within 4x" in judged.note
+    assert judged.float64_constants and abs(judged.float64_constants[0][0]) < 1e-12  # 0 to float64's rounding
+
+
+def test_a_candidate_far_less_accurate_than_the_reference_or_not_finite_fails_against_float64():
+    ref, exact = _noisy_zero()
+    for bad in (ref + 10 * ref.abs().max(), torch.full_like(ref, math.nan)):
+        judged, ill = held_to_eager([ref], [bad], [exact], None, None)
+        assert ill and not judged.passed and not judged.held_to_eager and "more than 4x" in judged.note
+
+
+def test_a_well_conditioned_reference_is_not_widened_and_the_error_stays_the_candidates():
+    x = torch.randn(256, 64, dtype=torch.float64)
+    ref, exact = x.float().relu(), x.relu()
+    judged, ill = held_to_eager([ref], [ref * 1.01], [exact], None, None)
+    assert not ill and not judged.passed and "the error is the candidate's" in judged.note
+
+
+def test_judging_against_float64_reads_copies_and_never_changes_the_reference():
+    ref, exact = _noisy_zero()
+    ref64 = ref.double()  # a float64 problem's outputs: .to(float64) would be the tensor itself
+    kept_ref, kept_exact = ref64.clone(), exact.clone()
+    out = ref64 + 1e-9
+    held_to_eager([ref64], [out], [exact], 0.0, 0.0, piece=1000)
+    assert torch.equal(ref64, kept_ref) and torch.equal(exact, kept_exact)
+
+
+def test_outputs_that_cannot_be_judged_against_float64_keep_their_strict_comparison():
+    ref, exact = _noisy_zero()
+    ints = torch.arange(64)
+    judged, ill = held_to_eager([ints], [ints + 1], [ints.double()], None, None)  # integers: exact or wrong
+    assert not ill and not judged.passed
+    judged, ill = held_to_eager([ref], [ref[:10]], [exact], None, None)  # a shape that differs
+    assert not ill and not judged.passed
+    assert conditioning(ref, ref, exact[:10], None, None) is None

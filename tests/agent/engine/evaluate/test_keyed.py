@@ -76,6 +76,21 @@ def test_a_projection_tolerates_errors_within_the_tolerance_and_catches_a_few_wr
     assert not agree(project([ref], 8, pools).tolist(), expected, bound), "a projection is for its own key only"
 
 
+def test_an_ill_conditioned_references_noise_widens_the_bound_by_what_a_candidate_as_accurate_may_differ():
+    torch.manual_seed(2)
+    pools = Pools(4)
+    noise = 1e-7
+    ref = noise * torch.randn(256, 1024)  # the reference is its own rounding noise (exact answer 0)
+    expected = project([ref], 7, pools).tolist()
+    strict, widened = projection_bound([ref], 7, pools, None, None), projection_bound([ref], 7, pools, None, None, [noise])
+    assert widened[0] > 10 * strict[0]
+    other = noise * torch.randn(256, 1024)  # another rounding: 4x the reference's own error at most
+    assert not agree(project([other], 7, pools).tolist(), expected, strict)
+    assert agree(project([other], 7, pools).tolist(), expected, widened)
+    # The projection resolves SIGMAS x (NOISE_FACTOR + 1) = 30 times the noise per element, as it resolves 6 tolerances.
+    assert not agree(project([other + 500 * noise], 7, pools).tolist(), expected, widened)
+
+
 def test_non_finite_values_count_as_zero_in_both_jobs_and_a_malformed_reply_never_agrees():
     pools = Pools(9)
     ref = torch.randn(300)

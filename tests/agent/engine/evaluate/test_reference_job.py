@@ -8,7 +8,7 @@ def _state(device: str) -> reference_job._State:
     state = reference_job._State.__new__(reference_job._State)  # no problem needed: only the batch commands are used
     state.device, state.parked, state.probe_cycles = device, False, 0
     state.model, state.compiled, state.stand_ins, state.inputs, state.base_calls = None, None, [], {}, []
-    state.pools = object()
+    state.pools, state.noise = object(), None
     return state
 
 
