@@ -3,7 +3,7 @@ library anchors left to PyTorch, and a forward that runs the steps in order.
 
 Every kernel evaluates its (fused) input expression at coordinates: a view's element is
 offset + sum(coordinate_d * stride_d) of its base tensor, so broadcasting, slices, transposes, flips and
-reshapes that keep a layout cost index arithmetic, never a copy. Values are computed in float32 whatever
+reshapes that keep a layout cost index arithmetic, never a copy (cexpr.py writes those expressions). Values are computed in float32 whatever
 the tensors' dtypes (float16/bfloat16 loads widen, stores round), as PyTorch's own kernels do.
 
 The same kernel bodies compile as CUDA (a block per output for reductions over the innermost
@@ -19,8 +19,9 @@ import math
 from typing import Any, NamedTuple
 
 from agent.builtin import ops
+from agent.builtin.cexpr import Eval, decompose, offset_expr
 from agent.builtin.codegen import MODULE, Variant, state_init, tensor_expr
-from agent.builtin.graph import REMAPPING, RESHAPE, GraphPlan, Kernel, Library, is_data
+from agent.builtin.graph import REMAPPING, GraphPlan, Kernel, Library, is_data
 from agent.builtin.layout import CPP_FORMATS, channels_last, layout_convolutions, memory_format
 from agent.builtin.lower import Expr, Leaf, contiguous
 from agent.builtin.vectorize import WIDTH, pointwise_vector_reads, vector_reads
@@ -33,7 +34,6 @@ _SCALAR_TYPES = {"float32": "torch::kFloat32", "float16": "torch::kFloat16", "bf
                  "float64": "torch::kFloat64", "int64": "torch::kInt64", "int32": "torch::kInt32",
                  "int16": "torch::kInt16", "int8": "torch::kInt8", "uint8": "torch::kUInt8", "bool": "torch::kBool"}
 _TORCH_DTYPES = {k: f"torch.{k}" for k in _SCALAR_TYPES}
-INTEGER = {"int64", "int32", "int16", "int8", "uint8"}
 
 # NaN-propagating max/min and (value, index) merging, for both devices (KS_FN is defined by each head).
 _PICK = r"""
@@ -158,24 +158,6 @@ KS_FN float ks_round_float16(float x) { return static_cast<float>(static_cast<at
 KS_FN float ks_round_bfloat16(float x) { return static_cast<float>(static_cast<at::BFloat16>(x)); }
 """ + _PICK + ops.CPU_MATH
 
-_EXTRA_UNARY = {
-    "expm1": "expm1f({a})", "log1p": "log1pf({a})", "log2": "log2f({a})", "log10": "log10f({a})",
-    "exp2": "exp2f({a})", "erf": "erff({a})", "erfc": "erfcf({a})", "tan": "tanf({a})", "floor": "floorf({a})",
-    "ceil": "ceilf({a})", "round": "rintf({a})", "trunc": "truncf({a})", "frac": "({a} - truncf({a}))",
-    "sign": "(({a} > 0.0f) ? 1.0f : (({a} < 0.0f) ? -1.0f : {a}))",
-    "sgn": "(({a} > 0.0f) ? 1.0f : (({a} < 0.0f) ? -1.0f : {a}))",
-    "isnan": "(({a}) != ({a}) ? 1.0f : 0.0f)", "isinf": "(fabsf({a}) == INFINITY ? 1.0f : 0.0f)",
-    "logical_not": "(({a}) == 0.0f ? 1.0f : 0.0f)", "bitwise_not": "(({a}) == 0.0f ? 1.0f : 0.0f)",
-    "asin": "asinf({a})", "acos": "acosf({a})", "atan": "atanf({a})", "sinh": "sinhf({a})", "cosh": "coshf({a})",
-}
-_SELECTS = {"compare": "(({0}) {op} ({1}) ? 1.0f : 0.0f)",
-            "logical": "((({0}) != 0.0f) {op} (({1}) != 0.0f) ? 1.0f : 0.0f)",
-            "where": "(({0}) != 0.0f ? ({1}) : ({2}))"}
-_EXTRA_BINARY = {
-    "div_trunc": "truncf({a} / {b})", "div_floor": "floorf({a} / {b})", "floor_divide": "floorf({a} / {b})",
-    "fmod": "fmodf({a}, {b})", "remainder": "({a} - floorf({a} / {b}) * {b})", "atan2": "atan2f({a}, {b})",
-    "copysign": "copysignf({a}, {b})",
-}
 
 
 def graph_variants(plan: GraphPlan, device: str) -> list[Variant]:
@@ -417,144 +399,6 @@ def _at_own_output(leaf: Leaf, reduce: Kernel) -> bool:
     return True
 
 
-# ------------------------------------------------------------------------------ expressions
-
-class _Eval:
-    """C statements computing a value at given coordinates (C expressions, one per dimension)."""
-
-    def __init__(self, plan: GraphPlan, bases: list[str], prefix: str, types: dict[str, str]) -> None:
-        self.plan, self.bases, self.prefix, self.types = plan, bases, prefix, types
-        self.lines: list[str] = []
-        self.names: dict[tuple[int, tuple[str, ...]], str] = {}
-        self.keep: list[Any] = []  # the values named, alive so their ids stay unique
-        # Buffer -> a C value already in a register (a fused reduction's result: see fused_steps).
-        self.override: dict[str, str] = {}
-        # A view -> its value already in a register (a lane of a float4 load: see _pointwise).
-        self.leaf_override: dict[Leaf, str] = {}
-
-    def at(self, v: Any, coords: tuple[str, ...]) -> str:
-        if isinstance(v, float):
-            return ops.literal(v)
-        coords = coords[len(coords) - len(v.shape):] if v.shape else ()
-        key = (id(v), coords)
-        if key in self.names:
-            return self.names[key]
-        text = self._leaf(v, coords) if isinstance(v, Leaf) else self._expr(v, coords)
-        name = f"{self.prefix}{len(self.names)}"
-        self.lines.append(f"const float {name} = {text};")
-        self.names[key] = name
-        self.keep.append(v)
-        return name
-
-    def _leaf(self, leaf: Leaf, coords: tuple[str, ...]) -> str:
-        kind = leaf.source.split(":")[0]
-        if kind == "const":
-            return ops.literal(float(leaf.source[6:]))
-        if leaf.source in self.override:
-            return self.override[leaf.source]
-        if leaf in self.leaf_override:
-            return self.leaf_override[leaf]
-        index = offset_expr(leaf, coords)
-        if kind == "iota":
-            _, start, step = leaf.source.split(":")
-            return f"(float)({start}LL + {step}LL * ({index}))"
-        return f"ks_ld(p{self.bases.index(leaf.source)}[{index}])"
-
-    def _expr(self, e: Expr, coords: tuple[str, ...]) -> str:
-        params = dict(e.params)
-        if e.op == "gather":
-            src, index = e.operands
-            i = self.at(index, coords)
-            dim = params["dim"]
-            size = src.shape[dim]
-            picked = f"{self.prefix}g{len(self.names)}"
-            self.lines.append(f"long long {picked} = (long long){i}; if ({picked} < 0) {picked} += {size}LL;")
-            at = list(coords[len(coords) - len(src.shape):])
-            at[dim] = picked
-            return f"ks_ld(p{self.bases.index(src.source)}[{offset_expr(src, tuple(at))}])"
-        if e.op == RESHAPE:
-            # The element's row-major index in the reshaped shape (size-1 dimensions broadcast: coordinate 0),
-            # decomposed in the operand's shape.
-            source = e.operands[0]
-            inner = coords[len(coords) - len(e.shape):] if e.shape else ()
-            terms, step = [], 1
-            for size, c in reversed(list(zip(e.shape, inner))):
-                if size != 1 and c != "0":
-                    terms.append(c if step == 1 else f"{c} * {step}LL")
-                step *= size
-            flat = f"{self.prefix}f{len(self.names)}_{len(self.lines)}"
-            self.lines.append(f"const long long {flat} = {' + '.join(terms) or '0'};")
-            lines, old = decompose(flat, source.shape, f"{flat}_")
-            self.lines += lines
-            return self.at(source, old)
-        if e.op == "tile":
-            source = e.operands[0]
-            if isinstance(source, float):
-                return ops.literal(source)
-            inner = coords[len(coords) - len(source.shape):] if source.shape else ()
-            wrapped = tuple(c if c == "0" or size == 1 else f"({c} % {size}LL)" for c, size in zip(inner, source.shape))
-            wrapped = tuple("0" if size == 1 else c for c, size in zip(wrapped, source.shape))
-            return self.at(source, wrapped)
-        args = [self.at(o, coords) for o in e.operands]
-        if e.op == "convert":
-            dtype = params["dtype"]
-            if dtype == "bool":
-                return f"({args[0]} != 0.0f ? 1.0f : 0.0f)"
-            if dtype in INTEGER:
-                return f"truncf({args[0]})"
-            if dtype in ("float16", "bfloat16"):
-                return f"ks_round_{dtype}({args[0]})"
-            return args[0]
-        if e.op in _SELECTS:
-            return _SELECTS[e.op].format(*args, op=params.get("op"))
-        if e.op == "pow_const":
-            return ops.power(args[0], params["exponent"])
-        if e.op in _EXTRA_BINARY:
-            return _EXTRA_BINARY[e.op].format(a=args[0], b=args[1])
-        if e.op in ops.BINARY:
-            return ops.binary(e.op, args[0], args[1], params)
-        if e.op in _EXTRA_UNARY:
-            return _EXTRA_UNARY[e.op].format(a=args[0])
-        if e.op == "clamp":
-            return ops.UNARY["clamp"](args[0], params)
-        return ops.UNARY[e.op](args[0], params)
-
-
-def offset_expr(leaf: Leaf, coords: tuple[str, ...]) -> str:
-    terms = [str(leaf.offset)] if leaf.offset else []
-    for size, stride, c in zip(leaf.shape, leaf.strides, coords):
-        if size != 1 and stride != 0 and c != "0":
-            terms.append(f"{c} * {stride}LL" if stride != 1 else c)
-    return " + ".join(terms) or "0"
-
-
-def decompose(flat: str, shape: tuple[int, ...], prefix: str) -> tuple[list[str], tuple[str, ...]]:
-    """Statements naming each coordinate of flat index `flat` (in [0, prod(shape))) in `shape` (row-major). Where
-    every index fits in 32 bits the divisions are 32-bit: a 64-bit division by a constant is several multiplies, and a
-    4D broadcast pays six per element (KernelBench's 36_RMSNorm_ at 1.9 G elements)."""
-    lines, names = [], []
-    narrow = math.prod(shape) < 2**32
-    if narrow:
-        flat = f"(unsigned)({flat})"
-    step = 1
-    steps = []
-    for size in reversed(shape):
-        steps.append(step)
-        step *= size
-    steps.reverse()
-    for d, (size, st) in enumerate(zip(shape, steps)):
-        if size == 1:
-            names.append("0")
-            continue
-        name = f"{prefix}{d}"
-        suffix = "u" if narrow else "LL"
-        div = flat if st == 1 else f"({flat} / {st}{suffix})"
-        mod = div if d == 0 else f"({div} % {size}{suffix})"
-        lines.append(f"const long long {name} = {mod};")
-        names.append(name)
-    return lines, tuple(names)
-
-
 # --------------------------------------------------------------------------------- kernels
 
 def _signature(plan: GraphPlan, step: Kernel, cuda: bool) -> tuple[str, str, str, dict[str, str]]:
@@ -620,7 +464,7 @@ def _pointwise(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda:
                launch: str, types: dict[str, str]) -> str:
     shape = step.shape
     count = math.prod(shape)
-    ev = _Eval(plan, _bases(step), "v", types)
+    ev = Eval(plan, _bases(step), "v", types)
     lines, coords = decompose("i", shape, "c")
     value = ev.at(step.source, coords)
     out, leaf = _outputs(step)["value"]
@@ -671,7 +515,7 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
             ki += 1
 
     def load(prefix: str) -> tuple[list[str], str]:
-        ev = _Eval(plan, _bases(step), prefix, types)
+        ev = Eval(plan, _bases(step), prefix, types)
         value = ev.at(step.source, tuple(coords))
         return lines_j + ev.lines, value
     outs = _outputs(step)
@@ -782,7 +626,7 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
 def _epilogue(plan: GraphPlan, step: Kernel, then: Kernel, coords: tuple[str, ...], lines_j: list[str],
               types: dict[str, str], unroll: list[str], results: dict[str, str], reduced: int) -> list[str]:
     """A fused consumer's elements of output o (fused_steps), the reduction's results read from registers."""
-    ev = _Eval(plan, _bases(step), "e", types)
+    ev = Eval(plan, _bases(step), "e", types)
     ev.override = results
     value = ev.at(then.source, coords)
     (_, leaf), = then.outputs
@@ -850,7 +694,7 @@ def _four_lanes(plan: GraphPlan, step: Kernel, types: dict[str, str], reads: lis
              for n, r in enumerate(reads)]
     lanes = []
     for lane, part in enumerate("xyzw"):
-        ev = _Eval(plan, bases, f"{prefix}{lane}_", types)
+        ev = Eval(plan, bases, f"{prefix}{lane}_", types)
         ev.leaf_override = {r: f"ks_w{n}.{part}" for n, r in enumerate(reads)}
         value = ev.at(step.source, lane_coords(lane))
         lanes.append((ev.lines, value))
@@ -1013,7 +857,7 @@ def _pool(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool
                               f" if (w{d} < 0 || w{d} >= {size}LL) continue;")
             coords.append(f"w{d}")
         loops_close.append("}")
-    ev = _Eval(plan, _bases(step), "x", types)
+    ev = Eval(plan, _bases(step), "x", types)
     value = ev.at(step.source, tuple(coords))
     flat = " + ".join(f"w{d} * {math.prod(sizes[d + 1:])}LL" for d in range(spatial))
     if p["kind"] == "max" and "index" not in outs:
@@ -1051,7 +895,7 @@ def _scan(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool
     count = math.prod(lines_shape)
     lines, lc = decompose("i", lines_shape, "l")
     coords = list(lc[:dim]) + ["s"] + list(lc[dim:])
-    ev = _Eval(plan, _bases(step), "x", types)
+    ev = Eval(plan, _bases(step), "x", types)
     value = ev.at(step.source, tuple(coords))
     out, leaf = _outputs(step)["value"]
     if cuda and dim == len(shape) - 1 and shape[dim] >= _BLOCK_SCAN_MIN:
@@ -1076,7 +920,7 @@ _BLOCK_SCAN_MIN = 512
 
 
 def _block_scan(step: Kernel, name: str, variant: Variant, params: str, host: str, launch: str, lines: list[str],
-                ev: _Eval, value: str, out: str, offset: str, count: int) -> str:
+                ev: Eval, value: str, out: str, offset: str, count: int) -> str:
     length, kind = step.shape[-1], step.params["kind"]
     init, op = ("0.0f", "+") if kind == "sum" else ("1.0f", "*")
     body = [*lines, f"float carry = {init};",
