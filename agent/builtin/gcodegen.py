@@ -3,8 +3,9 @@ library anchors left to PyTorch, and a forward that runs the steps in order.
 
 Every kernel evaluates its (fused) input expression at coordinates: a view's element is
 offset + sum(coordinate_d * stride_d) of its base tensor, so broadcasting, slices, transposes, flips and
-reshapes that keep a layout cost index arithmetic, never a copy (cexpr.py writes those expressions). Values are computed in float32 whatever
-the tensors' dtypes (float16/bfloat16 loads widen, stores round), as PyTorch's own kernels do.
+reshapes that keep a layout cost index arithmetic, never a copy (cexpr.py writes those expressions). Values are
+computed in float32 whatever the tensors' dtypes (float16/bfloat16 loads widen, stores round), as PyTorch's own
+kernels do.
 
 The same kernel bodies compile as CUDA (a block per output for reductions over the innermost
 dimension, several blocks per output where the outputs are too few to fill the GPU, a thread per output
