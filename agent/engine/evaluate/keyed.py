@@ -405,7 +405,7 @@ def projection_bound(refs: list[torch.Tensor], key: int, pools: Pools, rtol: flo
                      atol_scale: float | None, noise: list[float] | None = None) -> list[float]:
     """For each reference output: how far a candidate's projection may be from the reference's and still come
     from outputs within the tolerance the checked calls use (compare.py). `noise`: per output, the reference's own
-    root-mean-square error from float64 where a checked call found it ill-conditioned (exact.reference_noise); a
+    root-mean-square error from float64 where a checked call found it ill-conditioned (exact.Float64Reference.noise); a
     candidate held to NOISE_FACTOR times it may differ from the reference by (NOISE_FACTOR + 1) times it."""
     bounds = []
     for j, ref in enumerate(refs):

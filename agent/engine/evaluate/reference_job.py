@@ -29,7 +29,7 @@ from agent.engine.evaluate.batch import ping, as_list, parking, probe_ms, run_ba
 from agent.engine.evaluate.channel import JobEnd
 from agent.engine.evaluate.codec import write_result
 from agent.engine.evaluate.compare import Comparison, compare_outputs, held_to_eager
-from agent.engine.evaluate.exact import exact_outputs, reference_noise
+from agent.engine.evaluate.exact import Float64Reference, synced_seconds
 from agent.engine.evaluate.jobs import PROBLEM_MODULE, hardware_facts, setup_device, work_estimate
 import agent.engine.evaluate.keyed_cuda as keyed_cuda
 from agent.engine.evaluate.keyed import Pools, bound_of_figures, derive, few_outputs, project, projection_bound
@@ -99,7 +99,7 @@ def _describe(exc: BaseException) -> str:
 
 class _State:
     def __init__(self, payload: dict[str, Any], device: str, exchange_fd: int, outputs_fd: int, limits: Any) -> None:
-        self.payload, self.device, self.limits = payload, device, limits
+        self.payload, self.device = payload, device
         # The harness's GPU kernels (keyed_cuda.py), compiled while the problem is set up and checked.
         self.harness_build = keyed_cuda.start_compile() if device == "cuda" else None
         self.exchange_fd, self.outputs_fd = exchange_fd, outputs_fd
@@ -124,7 +124,8 @@ class _State:
         # fails for good: the verdict is then "incorrect" whatever the others say, and no float64 run is spent on them.
         self.rejudge = True
         self.ill_conditioned = False  # a checked call found the reference's own output out of tolerance of float64's
-        self.noise: list[float] | None = None  # per output, for the keyed checks' bounds (exact.reference_noise)
+        self.noise: list[float] | None = None  # per output, for the keyed checks' bounds (Float64Reference.noise)
+        self.float64 = Float64Reference(self.model, device, limits)
 
     @property
     def bases(self) -> list[list[Any]]:
@@ -221,7 +222,9 @@ class _State:
 
     def compare(self, index: int, layout: Any) -> dict[str, Any]:
         """The reference's outputs for call `index`, compared with the candidate's when it gave a layout."""
+        started = time.monotonic()
         raw = self.model(*self._call_inputs(index))
+        seconds = synced_seconds(self.device, started) if layout is not None else 0.0
         refs = as_list(raw)
         shapes = [{"shape": list(o.shape), "dtype": str(o.dtype)} for o in refs]
         constants = [_constant(o) for o in refs]
@@ -239,16 +242,16 @@ class _State:
             piece = CHUNK_BYTES // max(max((o.element_size() for o in refs), default=1), 1)
             comparison = compare_outputs(refs, got, *self.tolerances, piece=piece)
             if not comparison.passed and self.rejudge:
-                comparison = self._against_exact(index, refs, got, comparison, piece)
+                comparison = self._against_exact(index, refs, got, comparison, piece, seconds)
             return {"outputs": shapes, "constants": constants, "comparison": asdict(comparison)}
         finally:
             if index not in (0, 1):
                 self.inputs.pop(index, None)
 
     def _against_exact(self, index: int, refs: list[torch.Tensor], got: list[torch.Tensor], strict: Comparison,
-                       piece: int) -> Comparison:
+                       piece: int, float32_seconds: float) -> Comparison:
         """A failed checked call judged again against the reference in float64 (compare.held_to_eager)."""
-        exacts, why_not = exact_outputs(self.model, self._call_inputs(index), refs, self.device, self.limits)
+        exacts, why_not = self.float64.outputs(self._call_inputs(index), refs, float32_seconds)
         if exacts is None:
             self.rejudge = False
             return dataclasses.replace(strict, note="; ".join(n for n in (strict.note, f"not judged against float64: {why_not}") if n))
@@ -291,8 +294,8 @@ class _State:
 
     def _measure_noise(self) -> None:
         """Where a checked call found the reference ill-conditioned, its own error on the timed calls' bases widens the
-        keyed checks' bounds as the checked calls were widened (exact.reference_noise); elsewhere they stay strict."""
-        self.noise = reference_noise(self.model, self.bases, self.device, self.limits) if self.ill_conditioned else None
+        keyed checks' bounds as the checked calls were widened (exact.Float64Reference.noise); elsewhere they stay strict."""
+        self.noise = self.float64.noise(self.bases) if self.ill_conditioned else None
 
     def compile(self) -> dict[str, Any]:
         started = time.monotonic()
