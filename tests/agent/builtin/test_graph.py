@@ -4,6 +4,7 @@ template family compiled with nvcc."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -210,6 +211,20 @@ def test_a_long_bias_dominated_group_norm_keeps_its_precision_on_the_cpu(evaluat
     plan = make_plan(trace_graph(evaluator, source))
     verdict = evaluator.evaluate(source, candidate_source(plan, variants(plan, "cpu")[0], "cpu"))
     assert verdict.accepted, (verdict.status, verdict.message)
+
+
+def test_long_means_and_variances_take_each_difference_from_their_shift_in_double(evaluator):
+    """A float32 x - K summed in double kept the difference's rounding, biased where the values sit far from K: a
+    group's mean 2.3e-7 off on KernelBench level 2's 23_Conv3d_GroupNorm_Mean at inputs x100 (4e-9 for the float32
+    nearest the true mean). Groups of 16 Ki elements: the CPU's thread per group accumulates in double."""
+    source = problem("return self.gn(x)", "x|torch.randn(2, 8, 64, 64)", members="self.gn = nn.GroupNorm(2, 8)")
+    plan = make_plan(trace_graph(evaluator, source))
+    text = candidate_source(plan, variants(plan, "cpu")[0], "cpu")
+    assert re.search(r"s \+= \(double\)\w+ - K;", text) and re.search(r"const double d = \(double\)\w+ - mean;", text)
+    for device in ("cpu", "cuda"):  # nowhere the old forms: a float difference summed, or cast after it
+        for variant in variants(plan, device):
+            text = candidate_source(plan, variant, device)
+            assert not re.search(r"\(double\)\(\w+ - K\)|s \+= \w+ - K;", text), device
 
 
 def test_a_lone_gemm_is_planned_as_the_library_call(evaluator):
