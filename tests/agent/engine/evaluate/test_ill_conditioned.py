@@ -92,3 +92,19 @@ def test_an_output_that_is_one_constant_in_float64_keeps_the_kernel_out_of_the_l
 def test_the_float64_constant_needs_every_trial_to_agree_within_the_references_rounding(constants, raised):
     comparisons = [{"index": i, "float64_constants": c} for i, c in enumerate(constants)]
     assert (_constant_in_float64(comparisons) is not None) is raised
+
+
+def test_on_a_gpu_the_float64_judging_accepts_as_accurate_and_rejects_less_accurate():
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU: run on the GPU box (benchmarks.md records it)")
+    from agent.engine.evaluate import EvalConfig, Evaluator
+
+    config = EvalConfig(device="cuda", compile_baseline=False, allow_any_torch_op=True, min_rounds=2, max_rounds=3)
+    with Evaluator(config) as gpu:
+        accepted = gpu.evaluate(PROBLEM, BLOCKED)
+        assert accepted.status is Status.ACCEPTED, accepted.message
+        assert Flag.ILL_CONDITIONED_REFERENCE in {f.flag for f in accepted.flags}
+        assert Flag.TIMED_OUTPUT_MISMATCH not in {f.flag for f in accepted.flags}
+        sloppy = gpu.evaluate(PROBLEM, SLOPPY)
+        assert sloppy.status is Status.INCORRECT and "more than 4x the reference's" in sloppy.message, sloppy.message
