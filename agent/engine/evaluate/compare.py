@@ -124,10 +124,17 @@ def compare_outputs(refs: list[torch.Tensor], outs: list[torch.Tensor], rtol: fl
     if len(refs) != len(outs):
         return Comparison(False, float("inf"), float("inf"), 0.0, 0.0, 0, 0,
                           f"expected {len(refs)} output tensor(s), got {len(outs)}")
-    return _combined([compare_tensor(r, o, rtol, atol_scale, piece) for r, o in zip(refs, outs)])
+    return combined(compare_each(refs, outs, rtol, atol_scale, piece))
 
 
-def _combined(parts: list[Comparison]) -> Comparison:
+def compare_each(refs: list[torch.Tensor], outs: list[torch.Tensor], rtol: float | None, atol_scale: float | None,
+                 piece: int | None = None) -> list[Comparison]:
+    """compare_tensor for each output of one call (as many as both have)."""
+    return [compare_tensor(r, o, rtol, atol_scale, piece) for r, o in zip(refs, outs)]
+
+
+def combined(parts: list[Comparison]) -> Comparison:
+    """One call's outputs' comparisons summarised as the worst of them."""
     worst = max(parts, key=lambda c: (not c.passed, c.max_rel_error))
     return Comparison(
         passed=all(p.passed for p in parts),
@@ -208,30 +215,32 @@ def conditioning(ref: torch.Tensor, out: torch.Tensor, exact: torch.Tensor, rtol
 
 
 def held_to_eager(refs: list[torch.Tensor], outs: list[torch.Tensor], exacts: list[torch.Tensor], rtol: float | None,
-                  atol_scale: float | None, piece: int | None = None) -> tuple[Comparison, bool]:
+                  atol_scale: float | None, piece: int | None = None,
+                  strict: list[Comparison] | None = None) -> tuple[Comparison, bool]:
     """A call whose outputs failed against the reference's, judged again against a float64 evaluation of the reference
     on the same inputs (`exacts`): an output that failed passes where the reference's own output is out of tolerance
     of the float64 one (ill-conditioned there) and the candidate's error from it is within NOISE_FACTOR of the
     reference's. Everything here was computed in the reference's job. Returns the comparison and whether the reference
-    was ill-conditioned on any output."""
+    was ill-conditioned on any output. `strict`: the outputs' compare_each, where the caller has it already."""
     if not len(refs) == len(outs) == len(exacts):
         return compare_outputs(refs, outs, rtol, atol_scale, piece), False
+    if strict is None or len(strict) != len(refs):
+        strict = compare_each(refs, outs, rtol, atol_scale, piece)
     parts, ill = [], False
-    for r, o, x in zip(refs, outs, exacts):
-        strict = compare_tensor(r, o, rtol, atol_scale, piece)
-        found = None if strict.passed else conditioning(r, o, x, rtol, atol_scale, piece)
+    for r, o, x, first in zip(refs, outs, exacts, strict):
+        found = None if first.passed else conditioning(r, o, x, rtol, atol_scale, piece)
         if found is None:
-            parts.append(strict)
+            parts.append(first)
         elif not found.ill:
-            parts.append(replace(strict, note=_joined(strict.note, "the reference is within tolerance of a float64 "
-                                                                   "evaluation here: the error is the candidate's")))
+            parts.append(replace(first, note=joined(first.note, "the reference is within tolerance of a float64 "
+                                                                "evaluation here: the error is the candidate's")))
         else:
             ill = True
             constant = [[(found.exact_low + found.exact_high) / 2, found.ref_max]] if found.constant else None
-            parts.append(replace(strict, passed=found.as_accurate, held_to_eager=found.as_accurate,
-                                 note=_joined(strict.note, found.describe()), float64_constants=constant))
-    return _combined(parts), ill
+            parts.append(replace(first, passed=found.as_accurate, held_to_eager=found.as_accurate,
+                                 note=joined(first.note, found.describe()), float64_constants=constant))
+    return combined(parts), ill
 
 
-def _joined(*notes: str) -> str:
+def joined(*notes: str) -> str:
     return "; ".join(n for n in notes if n)

@@ -28,7 +28,7 @@ import torch
 from agent.engine.evaluate.batch import ping, as_list, parking, probe_ms, run_batch_figures, stand_in_specs, zero_stand_ins
 from agent.engine.evaluate.channel import JobEnd
 from agent.engine.evaluate.codec import write_result
-from agent.engine.evaluate.compare import Comparison, compare_outputs, held_to_eager
+from agent.engine.evaluate.compare import Comparison, combined, compare_each, compare_outputs, held_to_eager, joined
 from agent.engine.evaluate.exact import Float64Reference, synced_seconds
 from agent.engine.evaluate.jobs import PROBLEM_MODULE, hardware_facts, setup_device, work_estimate
 import agent.engine.evaluate.keyed_cuda as keyed_cuda
@@ -240,22 +240,23 @@ class _State:
                         "max_abs_error": float("inf"), "max_rel_error": float("inf"), "atol": 0.0, "rtol": 0.0,
                         "mismatched": 0, "numel": 0, "note": f"the candidate's outputs could not be read: {exc}"}}
             piece = CHUNK_BYTES // max(max((o.element_size() for o in refs), default=1), 1)
-            comparison = compare_outputs(refs, got, *self.tolerances, piece=piece)
+            parts = compare_each(refs, got, *self.tolerances, piece=piece) if len(refs) == len(got) else None
+            comparison = combined(parts) if parts else compare_outputs(refs, got, *self.tolerances, piece=piece)
             if not comparison.passed and self.rejudge:
-                comparison = self._against_exact(index, refs, got, comparison, piece, seconds)
+                comparison = self._against_exact(index, refs, got, comparison, parts, piece, seconds)
             return {"outputs": shapes, "constants": constants, "comparison": asdict(comparison)}
         finally:
             if index not in (0, 1):
                 self.inputs.pop(index, None)
 
     def _against_exact(self, index: int, refs: list[torch.Tensor], got: list[torch.Tensor], strict: Comparison,
-                       piece: int, float32_seconds: float) -> Comparison:
+                       parts: list[Comparison] | None, piece: int, float32_seconds: float) -> Comparison:
         """A failed checked call judged again against the reference in float64 (compare.held_to_eager)."""
         exacts, why_not = self.float64.outputs(self._call_inputs(index), refs, float32_seconds)
         if exacts is None:
             self.rejudge = False
-            return dataclasses.replace(strict, note="; ".join(n for n in (strict.note, f"not judged against float64: {why_not}") if n))
-        judged, ill = held_to_eager(refs, got, exacts, *self.tolerances, piece=piece)
+            return dataclasses.replace(strict, note=joined(strict.note, f"not judged against float64: {why_not}"))
+        judged, ill = held_to_eager(refs, got, exacts, *self.tolerances, piece=piece, strict=parts)
         self.ill_conditioned = self.ill_conditioned or ill
         self.rejudge = judged.passed
         return judged
