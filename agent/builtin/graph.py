@@ -22,7 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from agent.builtin.lower import Expr, Leaf, Unsupported, broadcast, broadcast_leaf, contiguous, decode
+from agent.builtin.lower import (Expr, Leaf, Unsupported, broadcast, broadcast_leaf, contiguous, conv_bias_view,
+                                 decode)
 
 # Library anchors: ATen op -> the positions of its tensor arguments.
 LIBRARY = {"mm": (0, 1), "addmm": (0, 1, 2), "bmm": (0, 1), "baddbmm": (0, 1, 2), "convolution": (0, 1, 2)}
@@ -288,9 +289,14 @@ class _Planner:
             beta = node["kwargs"].get("beta", 1)
             alpha = node["kwargs"].get("alpha", 1)
             call += [beta, alpha]
+        bias = call[2] if name == "convolution" else None
+        if isinstance(bias, Leaf):
+            call[2] = None  # added in the consumer's kernel instead (lower.conv_bias_view)
         self.ops.append("conv" if name == "convolution" else name)
         out = self._buffer(shape, dtype)
         self.steps.append(Library(name, call, out.source))
+        if isinstance(bias, Leaf):
+            return self._expr("add", [out, conv_bias_view(bias, len(_shape(call[1])) - 2)], (), tuple(shape))
         return out
 
     # -------------------------------------------------------------------------- reductions

@@ -201,6 +201,18 @@ def broadcast_leaf(leaf: Leaf, shape: tuple[int, ...]) -> Leaf:
     return Leaf(leaf.source, shape, tuple(strides), leaf.offset)
 
 
+def conv_bias_view(bias: Leaf, spatial: int) -> Leaf:
+    """A convolution's bias (C,) seen as (C, 1, ...) against its output ((N,) C, `spatial` dims), for the epilogue to
+    add.
+
+    On the GPU PyTorch adds a convolution's bias in a broadcast kernel of its own over the whole output, a slow one
+    (no vector loads): on an H200 eager's two broadcast adds in KernelBench level 2's Conv2D_ReLU_BiasAdd took 1.6 ms
+    of its 4.0 ms, the convolution 1.55 ms (docs/benchmarks.md §14, session 26). The fused kernel after the
+    convolution does the add for the price of one load per element, and the sum is the one eager rounds: the
+    convolution, then + bias."""
+    return Leaf(bias.source, (bias.shape[0],) + (1,) * spatial, (bias.strides[0],) + (0,) * spatial, bias.offset)
+
+
 class _Lowering:
     def __init__(self, traced: dict[str, Any]) -> None:
         self.nodes = traced["nodes"]
@@ -432,9 +444,16 @@ class _Lowering:
             raise Unsupported(f"{kind} of a computed value (the templates fuse after a GEMM/convolution, not before)")
         if any(a.strides != contiguous(a.shape) or a.offset for a in tensors):
             raise Unsupported(f"{kind} of a view of a tensor")
+        bias = args[2] if kind == "conv2d" and len(args) > 2 else None
+        if isinstance(bias, Leaf):  # added in the epilogue instead (conv_bias_view says why)
+            args = [*args[:2], None, *args[3:]]
         self.ops.append(kind)
         self.anchor = Anchor(kind, args, tuple(shape))
-        return Leaf("anchor", tuple(shape), contiguous(tuple(shape)))
+        out = Leaf("anchor", tuple(shape), contiguous(tuple(shape)))
+        if isinstance(bias, Leaf):
+            self.ops.append("add")
+            return self._pointwise("add", [out, conv_bias_view(bias, len(args[1].shape) - 2)], {}, tuple(shape))
+        return out
 
     # --------------------------------------------------------------------------- views
 

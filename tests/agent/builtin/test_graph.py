@@ -14,6 +14,7 @@ import pytest
 
 from agent.builtin.gcodegen import CUDA_HEAD, fused_steps, fusible
 from agent.builtin.graph import GraphPlan, Kernel, Library, plan_graph
+from agent.builtin.layout import _kernel_leaves
 from agent.builtin.lower import Unsupported
 from agent.builtin.policy import candidate_source, make_plan, variants
 from agent.builtin.trace import trace_graph
@@ -281,6 +282,18 @@ def test_split_reductions_and_block_scans_are_accepted_on_the_gpu(tmp_path, name
 CONV_EPILOGUE = problem("y = self.conv(x)\nreturn torch.relu(y) + self.bias + y.mean(dim=(2, 3), keepdim=True)",
                         "x|torch.randn(2, 4, 10, 18)",
                         members="self.conv = nn.Conv2d(4, 8, 3)\nself.bias = nn.Parameter(torch.randn(8, 1, 1))")
+
+
+def test_a_convolutions_own_bias_is_added_by_the_kernel_after_it_not_by_the_library_call(evaluator):
+    plan = make_plan(trace_graph(evaluator, problem(
+        "return torch.tanh(self.conv(x)) * 2.0", "x|torch.randn(2, 4, 6, 7)",
+        members="self.conv = nn.ConvTranspose2d(4, 8, 3, stride=2)")))
+    assert isinstance(plan, GraphPlan)
+    (conv,) = [s for s in plan.steps if isinstance(s, Library)]
+    assert conv.args[2] is None
+    (kernel,) = plan.kernels()
+    (bias,) = [leaf for leaf in _kernel_leaves(kernel, []) if leaf.source == "state:conv.bias"]
+    assert bias.shape == (8, 1, 1) and bias.strides == (1, 0, 0)
 
 
 def one_extension(sources: dict[str, str], head: str) -> str:

@@ -19,9 +19,11 @@ EPILOGUE = CONV_EPILOGUE
 TRANSPOSED_3D = problem("return F.gelu(self.conv(x)) * 0.5", "x|torch.randn(2, 3, 5, 6, 7)",
                         members="self.conv = nn.ConvTranspose3d(3, 6, 3, stride=2, padding=1)")
 # The convolution's output flattened across channels and space: no per-dimension view of the channels-last layout.
+# (No bias in these two: a convolution's bias is added by a generated kernel after it, graph.conv_bias_view.)
 FLATTENED = problem("return torch.cumsum(self.conv(x).flatten(1), dim=1)", "x|torch.randn(2, 4, 10, 12)",
-                    members="self.conv = nn.Conv2d(4, 8, 3)")
-LONE = problem("return self.conv(x)", "x|torch.randn(2, 4, 10, 12)", members="self.conv = nn.Conv2d(4, 8, 3)")
+                    members="self.conv = nn.Conv2d(4, 8, 3, bias=False)")
+LONE = problem("return self.conv(x)", "x|torch.randn(2, 4, 10, 12)",
+               members="self.conv = nn.Conv2d(4, 8, 3, bias=False)")
 LAST = Variant("channels-last", layout="channels_last")
 
 

@@ -47,6 +47,17 @@ def test_per_channel_bias_broadcasts_without_a_copy(evaluator):
     assert isinstance(bias, Leaf) and bias.shape[1:] == (1, 1)
 
 
+def test_a_convolutions_own_bias_is_added_by_the_epilogue_and_not_by_the_library_call(evaluator):
+    # On the GPU PyTorch adds it in a broadcast pass of its own over the whole output (graph.conv_bias_view).
+    plan = plan_of(evaluator, (EXAMPLES / "conv2d_relu_bias.py").read_text())
+    assert plan.anchor.kind == "conv2d" and plan.anchor.args[2] is None
+    (bias,) = [leaf for leaf in plan.leaves() if leaf.source == "state:conv.bias"]
+    assert bias.shape[1:] == (1, 1) and bias.strides == (1, 0, 0)
+    without = plan_of(evaluator, (EXAMPLES / "conv2d_relu_bias.py").read_text().replace("padding=1)",
+                                                                                      "padding=1, bias=False)"))
+    assert not [leaf for leaf in without.leaves() if leaf.source == "state:conv.bias"]
+
+
 UNSUPPORTED = {
     "sorts": ("return torch.sort(x, dim=-1).values", "sort"),
     "two GEMMs": ("return (x @ x) @ x", "second GEMM"),
