@@ -402,7 +402,16 @@ def state_line(level: int, problem: str, result: Result) -> Result:
     return {"level": level, "problem": problem, "planned": _NOT_PLANNED not in reason, "accepted": accepted(result),
             "status": result.get("status"), "verdict": (result.get("verdict") or {}).get("status"),
             **{key: _timing(result, key) for key in _KEPT}, "memory": ((result.get("verdict") or {}).get("memory") or {}).get("mode"),
-            "stop_reason": " ".join(reason.split())[:400], "wall_seconds": result.get("process_seconds")}
+            "stop_reason": " ".join(reason.split())[:400], "wall_seconds": result.get("process_seconds"),
+            "variant": submitted_variant(result)}
+
+
+def submitted_variant(result: Result) -> str | None:
+    """The submitted candidate's variant, from the line the built-in policy heads its source with (which layout or
+    block size won is what the next template needs to know); None where nothing was submitted."""
+    first = str(result.get("best_source") or "").split("\n", 1)[0]
+    head = "built-in policy ("
+    return first[first.index(head) + len(head):].rsplit(")", 1)[0] if head in first else None
 
 
 def _outcome(line: Result) -> str:

@@ -35,6 +35,7 @@ def test_it_runs_each_problem_once_resumes_from_its_state_and_reports_over_the_p
     summed = first[0]
     assert summed["planned"] and summed["accepted"] and summed["verdict"] == "accepted", summed
     assert summed["speedup_vs_eager"] is not None and summed["speedup_vs_eager"] > 0
+    assert summed["variant"] == "rows across threads, one row buffer per task", summed  # a row plan's one CPU variant
     lines = run_kernelbench(tmp_path, [1], device="cpu", max_turns=2, timeout=600, state=state)
     assert [line["problem"] for line in lines] == ["1_Sum_over_rows", "2_Sort"] == [r["problem"] for r in read_state(state)]
     sort = lines[1]
