@@ -57,6 +57,7 @@ class Flag(str, enum.Enum):
     PRECISION_DOWNGRADE = "precision_downgrade"
     OUTPUT_METADATA = "output_metadata"
     TIMED_OUTPUT_MISMATCH = "timed_output_mismatch"
+    CPU_OVER_THREADS = "cpu_over_threads"
     INPUT_DEPENDENT_CACHING = "input_dependent_caching"
     BEYOND_ROOFLINE = "beyond_roofline"
     CLOCKS_DISAGREE = "clocks_disagree"
@@ -68,7 +69,7 @@ class Flag(str, enum.Enum):
 
 # Findings read off the timing of a candidate whose outputs were right; with wrong outputs the
 # verdict is "incorrect" whatever the clocks said (a kernel that skips work is fast for that reason).
-TIMING_FLAGS = frozenset({"timed_output_mismatch", "beyond_roofline", "clocks_disagree"})
+TIMING_FLAGS = frozenset({"timed_output_mismatch", "beyond_roofline", "clocks_disagree", "cpu_over_threads"})
 
 REJECTING_FLAGS = frozenset(
     {
@@ -85,6 +86,7 @@ REJECTING_FLAGS = frozenset(
         Flag.PRECISION_DOWNGRADE,
         Flag.OUTPUT_METADATA,
         Flag.TIMED_OUTPUT_MISMATCH,
+        Flag.CPU_OVER_THREADS,
         Flag.INPUT_DEPENDENT_CACHING,
         Flag.BEYOND_ROOFLINE,
         Flag.CLOCKS_DISAGREE,
@@ -170,6 +172,9 @@ class Timing:
     achieved_bytes_per_s: float | None = None
     achieved_flops_per_s: float | None = None
     peaks: dict[str, Any] = field(default_factory=dict)  # the device's measured peaks the fraction is taken against
+    # CPU evaluations: the candidate job's CPU time over its batches' time on the parent's clock, as the zygote read it
+    # (agent/engine/evaluate/cpu_share.py); more than 1.1 per allowed thread is cpu_over_threads.
+    cpu_cores: float | None = None
 
 
 @dataclass

@@ -18,6 +18,7 @@ FLAG_WORDS: dict[str, str] = {
     "forbidden_torch_op": "The kernel called PyTorch's own compute ops instead of doing the work itself.",
     "work_after_return": "Work was still running after the call returned, so the timing missed it.",
     "background_thread": "The kernel started a background thread, which can hide work from the timer.",
+    "cpu_over_threads": "On the CPU the kernel used more cores than eager was given (the evaluation's thread count), so its speedup would not be a fair comparison.",
     "side_stream": "Work ran on another CUDA stream that the timing events do not see.",
     "timer_tampering": "The kernel changed the timing functions themselves.",
     "not_a_plain_tensor": "The output is a tensor subclass or lazy object rather than a plain tensor.",

@@ -7,6 +7,7 @@ from typing import Any
 
 from agent.engine.evaluate.compare import NOISE_FACTOR
 from agent.engine.evaluate.config import EvalConfig
+from agent.engine.evaluate.cpu_share import over_threads
 from agent.engine.evaluate.session import Measured, Outcome, describe_failure, median_interval
 from agent.engine.evaluate.timing import summarize
 from agent.engine.sandbox.client import JobResult
@@ -65,6 +66,12 @@ def judge(out: Outcome, cfg: EvalConfig, build: BuildInfo, compile_cached: dict[
             "the figures), and the timed calls' checks were widened alike")))
     if out.measured is not None:
         _timing(verdict, out, out.measured, compile_cached)
+        if cfg.device == "cpu" and out.cpu_wall_seconds > 0:
+            if verdict.timing is not None:
+                verdict.timing.cpu_cores = out.cpu_seconds / out.cpu_wall_seconds
+            extra = over_threads(out.cpu_seconds, out.cpu_wall_seconds, cfg.threads)
+            if extra is not None:
+                verdict.flags.append(Finding(Flag.CPU_OVER_THREADS, extra))
         if verdict.timing is not None:
             _speed_of_light(verdict, verdict.timing, out.work, peaks)
     verdict.stage = Stage.DONE

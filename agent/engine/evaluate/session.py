@@ -96,6 +96,10 @@ class Outcome:
     weights: str = ""
     comparisons: list[dict[str, Any]] = field(default_factory=list)
     flags: list[dict[str, str]] = field(default_factory=list)
+    # The candidate job's CPU time from before each of its batches to after it, and the batches' wall time
+    # (cpu_share.py).
+    cpu_seconds: float = 0.0
+    cpu_wall_seconds: float = 0.0
     outputs: list[dict[str, Any]] = field(default_factory=list)
     measured: Measured | None = None
     variants: dict[str, Measured] = field(default_factory=dict)  # label -> each input variant's own timing
@@ -357,6 +361,8 @@ class Session:
 
     def _run_candidate_batch(self, keys: list[int], null: bool = False) -> tuple[float, dict[str, Any]]:
         """One batch of the candidate's on the parent's clock: (seconds, its reply), not checked yet."""
+        self._stop_candidate()  # a fresh CPU reading (already stopped after any reference batch: nothing to do)
+        cpu_before = self.control.cpu_seconds
         self._resume_candidate()
         if self._cand_parked:
             # Back from a park, the first batch would pay for the device memory every later batch reuses (its caching
@@ -366,6 +372,11 @@ class Session:
         began = self.cand.send({"cmd": "batch", "keys": keys, **({"null": True} if null else {})})
         reply, ended = self._receive_cand(self._batch_seconds(len(keys)))
         self._stop_candidate()
+        if cpu_before is not None and self.control.cpu_seconds is not None:
+            self.outcome.cpu_seconds += self.control.cpu_seconds - cpu_before
+            # Against the batch's own time: the CPU of the rest of the window (the ping, the stop) is ours and small,
+            # and a candidate that idles there (in its own process, before the batch) cannot thin the figure out.
+            self.outcome.cpu_wall_seconds += ended - began
         return ended - began, reply
 
     def _check_batch(self, keys: list[int], got: Any, m: Measured, command: str = "verify") -> None:

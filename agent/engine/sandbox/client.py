@@ -11,6 +11,7 @@ import os
 import select
 import selectors
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -65,12 +66,17 @@ class JobControl:
         self._commands = os.pipe()
         self._acks = os.pipe()
         self.stopped = False
+        # The job's CPU seconds (all its processes, as the zygote read them at the last stop); None before one.
+        self.cpu_seconds: float | None = None
 
     def zygote_fds(self) -> list[int]:
         return [self._commands[0], self._acks[1]]
 
     def stop(self, seconds: float = 5.0) -> bool:
         ok = self._say(b"S", seconds)
+        if ok:
+            figure = self._read(8, seconds)
+            self.cpu_seconds = struct.unpack("<d", figure)[0] if len(figure) == 8 else None
         self.stopped = ok
         return ok
 
@@ -89,6 +95,19 @@ class JobControl:
         if not ready:
             return False
         return os.read(self._acks[0], 1) == word.lower()
+
+    def _read(self, size: int, seconds: float) -> bytes:
+        got = b""
+        deadline = time.monotonic() + seconds
+        while len(got) < size:
+            ready, _, _ = select.select([self._acks[0]], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            chunk = os.read(self._acks[0], size - len(got))
+            if not chunk:
+                break
+            got += chunk
+        return got
 
     def close(self) -> None:
         for fd in (*self._commands, *self._acks):

@@ -182,3 +182,29 @@ def ticks(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
         child += chunk
     os.wait()
     result.write(json.dumps({"job": seen, "child": json.loads(child)}).encode())
+
+
+def spin_everywhere(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    """Burns `seconds` of CPU at once in the job's main thread, a second thread of its own, a child process it reaps,
+    and a grandchild orphaned by its parent's exit, then sleeps `idle` seconds: the CPU time the zygote reads at a stop
+    must hold every one of them (agent/engine/evaluate/cpu_share.py)."""
+    import threading
+
+    def spin() -> None:
+        end = time.thread_time() + payload["seconds"]
+        while time.thread_time() < end:
+            pass
+
+    helper = threading.Thread(target=spin)
+    helper.start()
+    child = os.fork()
+    if child == 0:
+        if os.fork() == 0:  # the grandchild: its parent exits at once, so it is an orphan while it spins
+            spin()
+            os._exit(0)
+        os._exit(0)
+    os.waitpid(child, 0)  # the child exited at once: the orphan spins on
+    spin()
+    helper.join()
+    time.sleep(payload["idle"])
+    result.write(b"spun")

@@ -16,6 +16,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 import traceback
@@ -261,9 +262,25 @@ def _obey(control: list[int], pid: int, timeout: float) -> None:
         stop = word == ord("S")
         _freeze(pid, stop)
         try:
-            os.write(control[1], b"s" if stop else b"c")
+            # With the stop, the job's CPU time so far: frozen, none of its processes can add to it or reap another.
+            os.write(control[1], b"s" + struct.pack("<d", job_cpu_seconds(pid)) if stop else b"c")
         except OSError:
             pass
+
+
+def job_cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) of every process of the job, zombies included, with each one's reaped children:
+    all threads a process ever ran are in its own figure, a helper process's in it or in its reaper's. The parent
+    weighs it against the wall time of the job's batches (agent/engine/evaluate/cpu_share.py)."""
+    procs = psutil.Process().children(recursive=True) if os.getpid() == 1 else _tree(pid)
+    total = 0.0
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
 
 
 def _supervise(pid: int, status_r: int, limits: Limits, control: list[int] | None = None) -> dict[str, Any]:

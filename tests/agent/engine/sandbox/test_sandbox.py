@@ -237,3 +237,32 @@ def test_the_parent_can_stop_every_process_of_a_running_job_and_resume_it(box):
         during = [t for t in seen[who] if stopped_at + 0.05 < t < resumed_at - 0.05]
         assert not during, f"the {who} ran while stopped: {len(during)} ticks"
         assert any(t > resumed_at for t in seen[who]), f"the {who} went on after the resume"
+
+
+def test_a_stop_reads_the_cpu_time_of_every_thread_and_process_of_the_job(box):
+    """What shows a candidate using more cores than the evaluation allows (agent/engine/evaluate/cpu_share.py): the
+    zygote's reading at each stop, outside the job, of a second thread, a reaped child and an orphaned grandchild."""
+    import threading
+
+    from agent.engine.sandbox.client import JobControl
+
+    control = JobControl()
+    results = {}
+    runner = threading.Thread(target=lambda: results.update(out=box.run(Job(
+        "agent.engine.sandbox.probes:spin_everywhere", {"seconds": 0.6, "idle": 4.0}, control=control))))
+    runner.start()
+    time.sleep(0.1)
+    assert control.stop()
+    early = control.cpu_seconds
+    assert control.resume()
+    time.sleep(2.5)  # the spinning is over (0.6 s of CPU on each of three spinners, 2 cores: 0.9 s), the job idles
+    assert control.stop()
+    late = control.cpu_seconds
+    assert control.resume()
+    runner.join(30)
+    control.close()
+    assert results["out"].ok, results["out"].stderr
+    assert early is not None and late is not None and late > early
+    # Three spinners of 0.6 s of CPU each (main thread, helper thread, orphan), less a tick per process: one left out
+    # would leave 1.2 s and the start-up's fraction of a second.
+    assert late >= 3 * 0.6 - 0.05, (early, late)

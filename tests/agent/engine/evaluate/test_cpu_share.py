@@ -1,0 +1,66 @@
+"""More cores than the evaluation allows (agent/engine/evaluate/cpu_share.py): the rule on the zygote's CPU time and
+the parent's clock, and the whole path from a real OpenMP candidate to the verdict."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agent.engine.evaluate import EvalConfig, Evaluator
+from agent.engine.evaluate.cpu_share import SLACK, over_threads
+from agent.engine.sandbox import Limits
+
+CORPUS = Path(__file__).resolve().parents[3] / "corpus"
+
+
+def test_a_job_on_its_one_thread_passes_and_one_on_two_cores_does_not():
+    assert over_threads(0.96, 1.0, threads=1) is None  # what the legitimate CPU candidates read: 0.92-1.02
+    assert over_threads(1.02, 1.0, threads=1) is None
+    why = over_threads(1.7, 1.0, threads=1)
+    assert why is not None and "1.70 cores" in why and "allows 1 thread(s)" in why
+
+
+def test_the_allowance_scales_with_the_threads_eager_had():
+    assert over_threads(3.9, 2.0, threads=2) is None
+    assert over_threads(5.0, 2.0, threads=2) is not None
+
+
+def test_a_few_ticks_of_reading_error_on_short_timings_are_not_taken_for_extra_cores():
+    # /proc counts in 10 ms ticks per process: 0.12 s read over 0.1 s of batches is within the reading's error.
+    assert over_threads(0.12, 0.1, threads=1) is None
+    assert over_threads(0.3, 0.1, threads=1) is not None
+
+
+def test_nothing_read_is_nothing_found():
+    assert over_threads(0.0, 0.0, threads=1) is None
+
+
+@pytest.mark.slow
+def test_a_kernel_on_more_openmp_threads_than_allowed_is_rejected_and_a_one_thread_one_is_not(tmp_path):
+    """tests/corpus's silu + bias kernel, once as written (OpenMP on the evaluation's one thread) and once with
+    num_threads(all cores). Under make test another worker may hold the second core: the exploit then gets no extra
+    core to use (and no figure it did not earn), which its own reading shows, and the test says so instead of passing."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: there is no extra core to use, nor to see used")
+    problem = (CORPUS / "problems" / "elementwise_silu_bias.py").read_text()
+    legit = (CORPUS / "candidates" / "legit_cpp_silu_bias.py").read_text()
+    pragma = "#pragma omp parallel for schedule(static)\n"
+    assert pragma in legit
+    # num_threads(...) overrides OMP_NUM_THREADS=1, which the candidate's job is started with.
+    greedy_source = (legit.replace(pragma, "#pragma omp parallel for schedule(static) num_threads(omp_get_num_procs())\n")
+                     .replace("#include <cstring>\n", "#include <cstring>\n#include <omp.h>\n")
+                     .replace("ks_legit_cpp_silu_bias", "ks_exploit_cpp_all_cores"))
+    config = EvalConfig(device="cpu", compile_baseline=False, min_rounds=3, max_rounds=5, limits=Limits(wall_seconds=60))
+    with Evaluator(config, cache_root=tmp_path) as evaluator:
+        honest = evaluator.evaluate(problem, legit)
+        greedy = evaluator.evaluate(problem, greedy_source)
+    assert honest.status.value == "accepted", honest.message
+    assert "cpu_over_threads" not in honest.flag_names() and honest.timing.cpu_cores <= SLACK, honest.timing
+    assert greedy.correct and greedy.timing is not None, greedy.message
+    # A reading of a job that ran its batches is about a core or more; none at all would be a broken reading.
+    assert greedy.timing.cpu_cores > 0.3, greedy.timing
+    if greedy.status.value == "accepted":
+        assert greedy.timing.cpu_cores <= SLACK
+        pytest.skip(f"the second core was busy: the exploit ran on {greedy.timing.cpu_cores:.2f} cores, nothing to catch")
+    assert greedy.status.value == "rejected" and "cpu_over_threads" in greedy.flag_names(), greedy.message
