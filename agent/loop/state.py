@@ -141,13 +141,19 @@ def reward(summary: dict[str, Any] | None) -> float:
     """Correctness-gated reward of one evaluation (CUDA Agent): -1 not accepted, 1 accepted, 2 beats
     eager by the margin, 3 beats eager and torch.compile by the margin. 0 when nothing was evaluated, for a
     capacity verdict (the engine's limit, never the candidate's failure), and for an accepted one on a constant
-    reference (writing the constant passes and is the fastest "kernel": a policy must not learn to)."""
+    reference (writing the constant passes and is the fastest "kernel": a policy must not learn to). An accepted
+    verdict flagged noisy_timing earns 1 however fast it read: its speed is not established (the interval stayed wide,
+    or the device was busy with other work during the baselines' batches, which leftover GPU work of the candidate's
+    own can cause), and what is never a headline must not be a reward either."""
     if summary is None or summary["status"] == Status.CAPACITY.value:
         return 0.0  # the engine's limit (the problem against the device): no evidence about the candidate either way
     if summary["status"] != Status.ACCEPTED.value:
         return -1.0
-    if "constant_reference" in (summary.get("flags") or []):
+    flags = summary.get("flags") or []
+    if "constant_reference" in flags:
         return 0.0
+    if "noisy_timing" in flags:
+        return 1.0
     eager, compiled = summary.get("speedup_vs_eager"), summary.get("speedup_vs_compile")
     if eager is None or eager < SPEEDUP_MARGIN:
         return 1.0
