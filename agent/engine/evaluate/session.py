@@ -62,6 +62,10 @@ class CandidateRound:
     reference_null_events_ms: float = float("nan")
 
 
+# The flag raised when a stop of the candidate's job leaves a process of it running (sandbox/zygote.py _freeze).
+ESCAPED = "work_after_return"
+
+
 @dataclass
 class Measured:
     """Per round, each function's time per call (ms) on the parent's clock, the harness's share taken off."""
@@ -418,6 +422,12 @@ class Session:
     def _stop_candidate(self) -> None:
         if not self.control.stopped:
             self.control.stop()
+            if self.control.escaped and not any(f["flag"] == ESCAPED for f in self.outcome.flags):
+                # Read by the zygote, outside the candidate's processes: one of them still ran after the stop.
+                self.outcome.flags.append({"flag": ESCAPED, "detail": (
+                    "some process of the candidate's job was still running when it should have been stopped (it "
+                    "forked faster than the sandbox could freeze it), so it could run while the baselines were timed: "
+                    "do all work inside forward, in the job's own process, without forking")})
 
     def _resume_candidate(self) -> None:
         if self.control.stopped:

@@ -11,7 +11,6 @@ import os
 import select
 import selectors
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -22,7 +21,7 @@ from typing import Any
 import agent.engine.sandbox.bwrap as bubblewrap
 from agent.engine.sandbox.environment import JOB_ROOT_VARIABLE, SHARED_DIRS, WALL_VARIABLE, sandbox_environment
 from agent.engine.sandbox.limits import Limits
-from agent.engine.sandbox.wire import RESULT_DONE, recv_message, send_message
+from agent.engine.sandbox.wire import RESULT_DONE, STOP_FIGURES, recv_message, send_message
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +67,9 @@ class JobControl:
         self.stopped = False
         # The job's CPU seconds (all its processes, as the zygote read them at the last stop); None before one.
         self.cpu_seconds: float | None = None
+        # Set for good when a stop came back with some process of the job still running (it forked faster than the
+        # zygote could freeze it): that job was never reliably off the CPU while others were timed.
+        self.escaped = False
 
     def zygote_fds(self) -> list[int]:
         return [self._commands[0], self._acks[1]]
@@ -75,8 +77,12 @@ class JobControl:
     def stop(self, seconds: float = 5.0) -> bool:
         ok = self._say(b"S", seconds)
         if ok:
-            figure = self._read(8, seconds)
-            self.cpu_seconds = struct.unpack("<d", figure)[0] if len(figure) == 8 else None
+            figure = self._read(STOP_FIGURES.size, seconds)
+            if len(figure) == STOP_FIGURES.size:
+                self.cpu_seconds, frozen = STOP_FIGURES.unpack(figure)
+                self.escaped = self.escaped or not frozen
+            else:
+                self.cpu_seconds = None
         self.stopped = ok
         return ok
 

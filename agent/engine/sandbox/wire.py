@@ -12,6 +12,9 @@ _HEADER = struct.Struct("!Q")
 # Appended to a job's result pipe by our harness once the job function has returned normally (zygote._run_job).
 # The client strips it and so knows the result is whole before the process has exited.
 RESULT_DONE = b"\0kstudio-result-done\0"
+# After a stop's acknowledgement the zygote sends the job's CPU seconds and whether every process of it stopped
+# (client.JobControl.stop).
+STOP_FIGURES = struct.Struct("<d?")
 
 
 def send_message(sock: socket.socket, obj: Any, fds: list[int] | None = None) -> None:

@@ -16,7 +16,6 @@ import os
 import select
 import signal
 import socket
-import struct
 import sys
 import time
 import traceback
@@ -29,7 +28,7 @@ import agent.engine.sandbox.isolation as isolation
 from agent.engine.sandbox.environment import (JOB_ROOT_VARIABLE, PRIVATE_DIR_VARIABLE, SHARED_DIRS, TRUSTED_DIR_VARIABLE,
                                        WALL_VARIABLE, sandbox_environment)
 from agent.engine.sandbox.limits import Limits, apply_rlimits
-from agent.engine.sandbox.wire import RESULT_DONE, recv_message, send_message
+from agent.engine.sandbox.wire import RESULT_DONE, STOP_FIGURES, recv_message, send_message
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # .../agent
 _POLL_SECONDS = 0.02
@@ -216,9 +215,10 @@ def _kill_tree(pids: list[int]) -> None:
             pass
 
 
-def _freeze(pid: int, stop: bool) -> None:
+def _freeze(pid: int, stop: bool) -> bool:
     """SIGSTOP (or SIGCONT) every process of the job, and with SIGSTOP wait until each is stopped, again for any
-    the job forked meanwhile: when this returns nothing of the job runs on a CPU."""
+    the job forked meanwhile: when this returns True nothing of the job runs on a CPU. False: after the deadline some
+    process still ran (a job that forks faster than it can be frozen), which the parent must not take for stopped."""
     sig = signal.SIGSTOP if stop else signal.SIGCONT
     seen: set[int] = set()
     deadline = time.monotonic() + 2.0
@@ -232,7 +232,7 @@ def _freeze(pid: int, stop: bool) -> None:
                 pass
             seen.add(proc.pid)
         if not stop:
-            return
+            return True
         running = []
         for proc in procs:
             try:
@@ -240,8 +240,10 @@ def _freeze(pid: int, stop: bool) -> None:
                     running.append(proc)
             except psutil.NoSuchProcess:
                 pass
-        if (not fresh and not running) or time.monotonic() > deadline:
-            return
+        if not fresh and not running:
+            return True
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.0005)
 
 
@@ -260,10 +262,11 @@ def _obey(control: list[int], pid: int, timeout: float) -> None:
         return
     for word in words:
         stop = word == ord("S")
-        _freeze(pid, stop)
+        frozen = _freeze(pid, stop)
         try:
-            # With the stop, the job's CPU time so far: frozen, none of its processes can add to it or reap another.
-            os.write(control[1], b"s" + struct.pack("<d", job_cpu_seconds(pid)) if stop else b"c")
+            # With the stop, whether every process is stopped, and the job's CPU time so far: frozen, none of its
+            # processes can add to it or reap another.
+            os.write(control[1], b"s" + STOP_FIGURES.pack(job_cpu_seconds(pid), frozen) if stop else b"c")
         except OSError:
             pass
 
@@ -279,8 +282,27 @@ def job_cpu_seconds(pid: int) -> float:
             t = proc.cpu_times()
         except psutil.NoSuchProcess:
             continue
-        total += t.user + t.system + t.children_user + t.children_system
+        # /proc/<pid>/stat's figures are sampled in 10 ms ticks per process (a zombie of 7.7 ms read 0); each
+        # thread's schedstat is exact (nanoseconds), zombies' too, but leaves out threads that have exited, which
+        # the ticks hold. The larger of the two, and the reaped children's time (their sum, in ticks).
+        total += max(t.user + t.system, _threads_seconds(proc.pid)) + t.children_user + t.children_system
     return total
+
+
+def _threads_seconds(pid: int) -> float:
+    """The run time of every live (or zombie) thread of `pid`, from /proc/<pid>/task/*/schedstat, in seconds."""
+    total = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as stat:
+                total += int(stat.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9
 
 
 def _supervise(pid: int, status_r: int, limits: Limits, control: list[int] | None = None) -> dict[str, Any]:
