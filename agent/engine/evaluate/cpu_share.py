@@ -11,8 +11,9 @@ passes through the candidate's process, and time the candidate idles around its 
 from __future__ import annotations
 
 # A job on its allowed threads reads at most about 1.0 core per thread (the legitimate CPU candidates of tests/corpus
-# read 0.92-0.95); /proc counts in 10 ms ticks per process, and our harness's work around each batch (the wake-up
-# ping, the stop) is in the window too. A second thread that does half of the work reads about 1.5.
+# read 1.00-1.02 at production timing): our harness's work around each batch (the wake-up ping, the stop) is in the
+# CPU reading but not in the batch's time, and exited threads and reaped children count in /proc's 10 ms ticks. A
+# second thread that does half of the work reads about 1.5.
 SLACK = 1.1
 TICK_SECONDS = 0.05  # five ticks: the reading's error over a few batches
 

@@ -35,6 +35,7 @@ from agent.engine.evaluate.plan import VARIANT
 from agent.engine.evaluate.progress import SILENT, Progress
 from agent.engine.sandbox.client import Job, JobControl, JobResult, Sandbox
 from agent.engine.sandbox.limits import Limits
+from agent.engine.verdict import Flag
 
 # The parent's pipe round trip is ~50-100 us; batches this long keep it under 1% of each.
 _MIN_CALLS, _MAX_CALLS = 1, 20_000
@@ -60,10 +61,6 @@ class CandidateRound:
     own_null: float = float("nan")
     events_ms: float | None = None
     reference_null_events_ms: float = float("nan")
-
-
-# The flag raised when a stop of the candidate's job leaves a process of it running (sandbox/zygote.py _freeze).
-ESCAPED = "work_after_return"
 
 
 @dataclass
@@ -112,6 +109,10 @@ class Outcome:
     candidate_job: JobResult | None = None
     reference_job: JobResult | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+
+
+# The flag raised when a stop of the candidate's job leaves a process of it running (sandbox/zygote.py _freeze).
+ESCAPED = Flag.WORK_AFTER_RETURN
 
 
 class Session:
@@ -422,9 +423,9 @@ class Session:
     def _stop_candidate(self) -> None:
         if not self.control.stopped:
             self.control.stop()
-            if self.control.escaped and not any(f["flag"] == ESCAPED for f in self.outcome.flags):
+            if self.control.escaped and not any(f["flag"] == ESCAPED.value for f in self.outcome.flags):
                 # Read by the zygote, outside the candidate's processes: one of them still ran after the stop.
-                self.outcome.flags.append({"flag": ESCAPED, "detail": (
+                self.outcome.flags.append({"flag": ESCAPED.value, "detail": (
                     "some process of the candidate's job was still running when it should have been stopped (it "
                     "forked faster than the sandbox could freeze it), so it could run while the baselines were timed: "
                     "do all work inside forward, in the job's own process, without forking")})

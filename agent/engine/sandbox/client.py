@@ -7,6 +7,7 @@ The result bytes are untrusted: callers decode them with safe decoders (JSON, we
 from __future__ import annotations
 
 import logging
+import math
 import os
 import select
 import selectors
@@ -79,7 +80,8 @@ class JobControl:
         if ok:
             figure = self._read(STOP_FIGURES.size, seconds)
             if len(figure) == STOP_FIGURES.size:
-                self.cpu_seconds, frozen = STOP_FIGURES.unpack(figure)
+                cpu, frozen = STOP_FIGURES.unpack(figure)
+                self.cpu_seconds = None if math.isnan(cpu) else cpu  # NaN: not read (a GPU job)
                 self.escaped = self.escaped or not frozen
             else:
                 self.cpu_seconds = None
@@ -97,12 +99,10 @@ class JobControl:
             os.write(self._commands[1], word)
         except OSError:
             return False
-        ready, _, _ = select.select([self._acks[0]], [], [], seconds)
-        if not ready:
-            return False
-        return os.read(self._acks[0], 1) == word.lower()
+        return self._read(1, seconds) == word.lower()
 
     def _read(self, size: int, seconds: float) -> bytes:
+        """Up to `size` bytes from the zygote within `seconds` (fewer where it did not send them in time)."""
         got = b""
         deadline = time.monotonic() + seconds
         while len(got) < size:

@@ -210,19 +210,6 @@ def spin_everywhere(payload: Any, result: BinaryIO, context: dict[str, Any]) -> 
     result.write(b"spun")
 
 
-def fork_chain(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
-    """A line of processes for `seconds`, each forking the next and exiting at once: a job that outruns a stop that
-    freezes the processes it finds one scan at a time (zygote._freeze), which must then say it did not stop it."""
-    end = time.monotonic() + payload["seconds"]
-    if os.fork() == 0:
-        while time.monotonic() < end:
-            if os.fork() != 0:
-                os._exit(0)
-        os._exit(0)
-    time.sleep(payload["seconds"] + 0.5)
-    result.write(b"chained")
-
-
 def spin_in_a_swarm(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
     """`count` child processes, one after the other, each burning `each` seconds of CPU (under one 10 ms tick) and
     left unreaped, then idles `idle` seconds: the CPU time read at a stop must hold them all."""

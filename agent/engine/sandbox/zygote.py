@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 import select
 import signal
@@ -247,7 +248,7 @@ def _freeze(pid: int, stop: bool) -> bool:
         time.sleep(0.0005)
 
 
-def _obey(control: list[int], pid: int, timeout: float) -> None:
+def _obey(control: list[int], pid: int, timeout: float, count_cpu: bool = False) -> None:
     """Wait up to `timeout` for the parent's stop ("S") or resume ("C") and carry it out, acknowledging it."""
     ready, _, _ = select.select([control[0]], [], [], timeout)
     if not ready:
@@ -264,9 +265,11 @@ def _obey(control: list[int], pid: int, timeout: float) -> None:
         stop = word == ord("S")
         frozen = _freeze(pid, stop)
         try:
-            # With the stop, whether every process is stopped, and the job's CPU time so far: frozen, none of its
-            # processes can add to it or reap another.
-            os.write(control[1], b"s" + STOP_FIGURES.pack(job_cpu_seconds(pid), frozen) if stop else b"c")
+            # With the stop, whether every process is stopped, and the job's CPU time so far (frozen, none of its
+            # processes can add to it or reap another). Only CPU verdicts use the time: a GPU job's stop, on every
+            # round's path, is spared the walk over /proc (NaN).
+            cpu = job_cpu_seconds(pid) if count_cpu else math.nan
+            os.write(control[1], b"s" + STOP_FIGURES.pack(cpu, frozen) if stop else b"c")
         except OSError:
             pass
 
@@ -305,9 +308,11 @@ def _threads_seconds(pid: int) -> float:
     return total / 1e9
 
 
-def _supervise(pid: int, status_r: int, limits: Limits, control: list[int] | None = None) -> dict[str, Any]:
+def _supervise(pid: int, status_r: int, limits: Limits, control: list[int] | None = None,
+               count_cpu: bool = False) -> dict[str, Any]:
     """Wait for C0 while enforcing wall time, memory and process count on the whole tree, and obeying the
-    parent's stop and resume words on `control` (client.JobControl)."""
+    parent's stop and resume words on `control` (client.JobControl; `count_cpu`: each stop reads the job's CPU
+    time)."""
     control = list(control or [])
     started = time.monotonic()
     deadline = started + limits.wall_seconds
@@ -346,7 +351,7 @@ def _supervise(pid: int, status_r: int, limits: Limits, control: list[int] | Non
             _freeze(pid, stop=False)  # a stopped process dies of SIGKILL too, but let none linger stopped
             _kill_tree([*inner, pid])
         if control:
-            _obey(control, pid, _POLL_SECONDS)
+            _obey(control, pid, _POLL_SECONDS, count_cpu)
         else:
             time.sleep(_POLL_SECONDS)
     try:
@@ -403,7 +408,7 @@ def serve(sock: socket.socket) -> None:
         for fd in fds:
             os.close(fd)
         try:
-            info = _supervise(pid, status_r, request["limits"], control)
+            info = _supervise(pid, status_r, request["limits"], control, count_cpu=request["device"] == "cpu")
         finally:
             for fd in control:
                 os.close(fd)

@@ -2,6 +2,7 @@
 stopped. A job that outruns the freeze must never be taken for stopped (the session flags it: work_after_return)."""
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -49,6 +50,16 @@ def test_a_stop_without_its_figures_reads_no_cpu_time():
     control = JobControl()
     try:
         assert _stop(control, b"s")
+        assert control.cpu_seconds is None and not control.escaped
+    finally:
+        control.close()
+
+
+def test_a_stop_of_a_job_whose_cpu_time_is_not_counted_reads_none():
+    # The zygote reads it for CPU jobs only: a GPU job's stop sends NaN, spared the walk over /proc.
+    control = JobControl()
+    try:
+        assert _stop(control, b"s" + STOP_FIGURES.pack(math.nan, True))
         assert control.cpu_seconds is None and not control.escaped
     finally:
         control.close()
