@@ -274,7 +274,9 @@ def test_a_stop_reads_the_cpu_time_of_every_thread_and_process_of_the_job(box):
 
 
 def test_a_stop_counts_processes_that_each_ran_under_a_tick(box):
-    """Twenty unreaped children of 8 ms each: /proc/<pid>/stat's figures are sampled in 10 ms ticks (one zombie of
-    7.7 ms read 0 there, on this box), so the reading takes each thread's exact schedstat where it is larger."""
+    """Twenty unreaped children of 8 ms each, zombies when the stop comes: each is counted. (/proc/<pid>/stat's
+    figures are sampled in 10 ms ticks, and one zombie of 7.7 ms read 0 there on this box, so the reading takes each
+    thread's exact schedstat where it is larger; over twenty, the ticks' sampling happened to count them too, so this
+    guards the zombies' being read at all rather than that choice.)"""
     _, swarm = _cpu_when_idle(box, "spin_in_a_swarm", {"count": 20, "each": 0.008})
     assert swarm >= 20 * 0.008 * 0.9, swarm
