@@ -121,7 +121,7 @@ def prebuild(paths: list[Path], device: str, jobs: int, first: int | None = None
     with Evaluator(EvalConfig(device=device, compile_baseline=False)) as evaluator:
         for path in paths:
             try:
-                plan = make_plan(trace_graph(evaluator, path.read_text()))
+                plan = make_plan(trace_graph(evaluator, path.read_text()), device)
             except Exception as exc:  # noqa: BLE001 - PolicyError, or a problem that fails to trace: its run says why
                 print(f"prebuild {path.stem}: not planned ({str(exc)[:120]})", file=sys.stderr, flush=True)
                 continue

@@ -42,8 +42,14 @@ def variants(plan: Plan, device: str) -> list[Variant]:
         return _cuda_row_variants(plan)
     found = [Variant("256 threads, float4 per thread", 256, 4), Variant("512 threads, float4 per thread", 512, 4),
              Variant("128 threads, float4 per thread", 128, 4), Variant("256 threads, one element per thread", 256, 1)]
-    return found if plan.shape[-1] % 4 == 0 else [Variant(f"{b} threads, one element per thread", b, 1)
-                                                  for b in (256, 512, 128)]
+    if plan.shape[-1] % 4 == 0:
+        return found
+    scalar = [Variant(f"{b} threads, one element per thread", b, 1) for b in (256, 512, 128)]
+    if math.prod(plan.shape) % 4:
+        return scalar
+    # Rows not a multiple of four long (a convolution's 126 x 126 map) still take float4 groups of the flat index.
+    return [Variant("256 threads, float4 groups of the flat index", 256, 4),
+            Variant("512 threads, float4 groups of the flat index", 512, 4), *scalar[:2]]
 
 
 def _cuda_row_variants(plan: Plan) -> list[Variant]:
@@ -207,19 +213,23 @@ class _Emitter:
         return ops.UNARY[e.op](args[0], params)
 
 
-def index_expr(view: Leaf, shape: tuple[int, ...]) -> str:
+def index_expr(view: Leaf, shape: tuple[int, ...], narrow: bool = False) -> str:
     """The element offset of a view broadcast to `shape`, from row r (all but the last dimension),
-    column c and flat index i (= r * columns + c)."""
+    column c and flat index i (= r * columns + c). `narrow`: r is a 32-bit unsigned (every flat index of `shape` fits
+    in 32 bits), so that the divisions splitting it into coordinates are 32-bit: a 64-bit division by a constant is
+    several multiplies, and a per-channel broadcast pays two per element (measured on the H200: KernelBench 2/57's
+    conv-bias epilogue at a third of the memory roof with 64-bit divisions)."""
     if view.strides == contiguous(shape):
         return f"{view.offset}LL + i" if view.offset else "i"
     terms = [str(view.offset)] if view.offset else []
     lead = shape[:-1]
+    k = "u" if narrow else "LL"
     step = 1
     for d in range(len(lead) - 1, -1, -1):
         size, stride = lead[d], view.strides[d]
         if stride and size > 1:
-            coord = "r" if step == 1 and d == 0 else (f"(r / {step}LL)" if d == 0 else
-                                                     (f"(r % {size}LL)" if step == 1 else f"((r / {step}LL) % {size}LL)"))
+            coord = "r" if step == 1 and d == 0 else (f"(r / {step}{k})" if d == 0 else
+                                                     (f"(r % {size}{k})" if step == 1 else f"((r / {step}{k}) % {size}{k})"))
             terms.append(f"{coord} * {stride}LL")
         step *= size
     if view.strides and view.strides[-1]:
@@ -488,16 +498,29 @@ def _cuda(plan: Plan, variant: Variant) -> str:
 _MAX_GRID = 2**31 - 1  # gridDim.x's limit
 
 
+def _narrow(n: int) -> bool:
+    """Every flat index of an n-element output fits in a 32-bit unsigned (index_expr's `narrow`)."""
+    return n < 2**32
+
+
+def _row_and_column(flat: str, columns: int, n: int, r: str = "r", c: str = "c") -> str:
+    """The statement naming flat index `flat`'s row and column (32-bit where every index fits)."""
+    if _narrow(n):
+        return f"const unsigned {r} = (unsigned)({flat}) / {columns}u, {c} = (unsigned)({flat}) - {r} * {columns}u;"
+    return f"const long long {r} = {flat} / {columns}LL, {c} = {flat} - {r} * {columns}LL;"
+
+
 def _cuda_pointwise(plan: Plan, variant: Variant) -> str:
     shape = plan.shape
     columns, n = shape[-1], math.prod(shape)
     e = _Emitter(plan, shape, "v")
+    e.leaf_index = lambda leaf: index_expr(broadcast_leaf(leaf, shape), shape, _narrow(n))  # type: ignore[method-assign]
     result = e.value(plan.output)
     scalar_body = "\n".join(f"        {line}" for line in e.lines)
     kernels = [f"__global__ void pointwise(const {_params(plan)[6:]}) {{\n"
                f"    const long long stride = (long long)gridDim.x * blockDim.x;\n"
                f"    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < {n}LL; i += stride) {{\n"
-               f"        const long long r = i / {columns}LL, c = i - r * {columns}LL; (void)r; (void)c;\n"
+               f"        {_row_and_column('i', columns, n)} (void)r; (void)c;\n"
                f"{scalar_body}\n        o[i] = {result};\n    }}\n}}"]
     launch = (f"    const int threads = {variant.block};\n"
               f"    auto cu_stream = reinterpret_cast<cudaStream_t>(stream);\n")
@@ -507,8 +530,8 @@ def _cuda_pointwise(plan: Plan, variant: Variant) -> str:
     # grids past gridDim.x's limit.
     scalar_launch = (f"pointwise<<<(int)std::min<long long>(({n}LL + threads - 1) / threads, {_MAX_GRID}LL), "
                      f"threads, 0, cu_stream>>>({_pointers(plan)});")
-    if variant.vec == 4 and columns % 4 == 0:
-        kernels.append(_cuda_vec4(plan))
+    if variant.vec == 4 and n % 4 == 0:
+        kernels.append(_cuda_vec4(plan, flat=columns % 4 != 0))
         launch += (f"    if ((({_addresses(plan)} | reinterpret_cast<uintptr_t>(o)) % 16) == 0) {{\n"
                    f"        pointwise4<<<(int)std::min<long long>(({n // 4}LL + threads - 1) / threads, "
                    f"{_MAX_GRID}LL), threads, 0, cu_stream>>>({_pointers(plan)});\n"
@@ -519,42 +542,56 @@ def _cuda_pointwise(plan: Plan, variant: Variant) -> str:
     return "\n\n".join([*kernels, _run_function(plan, launch)])
 
 
-def _cuda_vec4(plan: Plan) -> str:
-    """Four consecutive elements of one row per thread: float4 loads for operands read along the row
-    with stride 1 and 16-byte-aligned rows, one load for operands constant along the row."""
-    shape = plan.shape
-    columns, n = shape[-1], math.prod(shape)
-    lines = [f"        const long long i0 = q * 4, r = i0 / {columns}LL, c0 = i0 - r * {columns}LL; (void)r;"]
-    vec_loads: dict[Leaf, str] = {}
-    for k, leaf in enumerate(plan.leaves()):
-        view = broadcast_leaf(leaf, shape)
-        aligned = view.offset % 4 == 0 and all(s % 4 == 0 for s in view.strides[:-1])
-        if view.strides[-1] == 1 and aligned:
-            index = _index_at(view, shape, "c0", "i0")
-            base = plan.bases().index(leaf.source)
-            lines.append(f"        const float4 w{k} = *reinterpret_cast<const float4*>(&p{base}[{index}]);")
-            vec_loads[leaf] = f"w{k}"
-    outs = []
-    for j, comp in enumerate("xyzw"):
-        e = _Emitter(plan, shape, f"v{j}_")
-        for leaf, name in vec_loads.items():
-            e.names[leaf] = f"{name}.{comp}"
-        e.leaf_index = lambda leaf, j=j: _index_at(broadcast_leaf(leaf, shape), shape, f"(c0 + {j})", f"(i0 + {j})")
-        value = e.value(plan.output)
-        lines.append("        {\n" + "\n".join(f"            {line}" for line in e.lines) + f"\n            out4.{comp} = {value};\n        }}")
-        outs.append(value)
-    body = "\n".join(lines)
+def _vec4_kernel(plan: Plan, body: str) -> str:
+    """The float4 kernel around `body`, which fills out4 from group q (elements 4q .. 4q + 3)."""
+    n = math.prod(plan.shape)
     return (f"__global__ void pointwise4(const {_params(plan)[6:]}) {{\n"
             f"    const long long stride = (long long)gridDim.x * blockDim.x;\n"
             f"    for (long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x; q < {n // 4}LL; q += stride) {{\n"
             f"        float4 out4;\n{body}\n        *reinterpret_cast<float4*>(&o[q * 4]) = out4;\n    }}\n}}")
 
 
-def _index_at(view: Leaf, shape: tuple[int, ...], c: str, i: str) -> str:
-    """index_expr with the column and flat index given as expressions."""
-    text = index_expr(view, shape)
-    # index_expr names only r, c and i; rename the last two as whole words.
-    return re.sub(r"\bi\b", i, re.sub(r"\bc\b", c, text))
+def _cuda_vec4(plan: Plan, flat: bool = False) -> str:
+    """Four consecutive elements per thread. Rows a multiple of four long: the four share one row, so operands read
+    along the row with stride 1 and 16-byte-aligned rows are one float4 load and operands constant along the row one
+    load. Otherwise (`flat`: a convolution's 126 x 126 maps) the four may straddle rows: operands laid out exactly as
+    the output (contiguous, 16-byte-aligned offset) are one float4 load, every other operand is read per element at
+    that element's own row and column. Only float32 operands are loaded as float4; the base pointers' alignment is
+    checked at launch."""
+    shape = plan.shape
+    columns, n = shape[-1], math.prod(shape)
+    narrow = _narrow(n)
+    lines = ["        const long long i0 = q * 4;" +
+             ("" if flat else f" {_row_and_column('i0', columns, n, 'r', 'c0')} (void)r;")]
+    vec_loads: dict[Leaf, str] = {}
+    for k, leaf in enumerate(plan.leaves()):
+        view = broadcast_leaf(leaf, shape)
+        if flat:
+            fits = view.strides == contiguous(shape) and view.offset % 4 == 0
+        else:
+            fits = view.strides[-1] == 1 and view.offset % 4 == 0 and all(s % 4 == 0 for s in view.strides[:-1])
+        if fits and plan.base_dtype(leaf.source) == "float32":
+            index = f"{view.offset}LL + i0" if flat else _index_at(view, shape, "c0", "i0", narrow=narrow)
+            lines.append(f"        const float4 w{k} = *reinterpret_cast<const float4*>(&p{plan.bases().index(leaf.source)}[{index}]);")
+            vec_loads[leaf] = f"w{k}"
+    for j, comp in enumerate("xyzw"):
+        e = _Emitter(plan, shape, f"v{j}_")
+        for leaf, name in vec_loads.items():
+            e.names[leaf] = f"{name}.{comp}"
+        r, c = (f"r{j}", f"c{j}") if flat else ("r", f"(c0 + {j})")
+        e.leaf_index = lambda leaf, r=r, c=c, j=j: _index_at(  # type: ignore[method-assign]
+            broadcast_leaf(leaf, shape), shape, c, f"(i0 + {j})", r, narrow=narrow)
+        value = e.value(plan.output)
+        body = ([_row_and_column(f"i0 + {j}", columns, n, r, c) + f" (void){r}; (void){c};"] if flat else []) + e.lines
+        lines.append("        {\n" + "\n".join(f"            {line}" for line in body) + f"\n            out4.{comp} = {value};\n        }}")
+    return _vec4_kernel(plan, "\n".join(lines))
+
+
+def _index_at(view: Leaf, shape: tuple[int, ...], c: str, i: str, r: str = "r", narrow: bool = False) -> str:
+    """index_expr with the row, column and flat index given as expressions."""
+    text = index_expr(view, shape, narrow)
+    # index_expr names only r, c and i; rename them as whole words, all at once.
+    return re.sub(r"\b[rci]\b", lambda m: {"r": r, "c": c, "i": i}[m.group(0)], text)
 
 
 def _cuda_cross_entropy(plan: Plan, variant: Variant) -> str:

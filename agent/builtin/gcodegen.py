@@ -23,9 +23,10 @@ from agent.builtin import ops
 from agent.builtin.cexpr import Eval, decompose, offset_expr
 from agent.builtin.codegen import MODULE, Variant, state_init, tensor_expr
 from agent.builtin.graph import REMAPPING, GraphPlan, Kernel, Library, is_data
-from agent.builtin.layout import CPP_FORMATS, channels_last, layout_convolutions, memory_format
+from agent.builtin.layout import (CPP_FORMATS, TILE, TILE_ROWS, channels_last, layout_convolutions, memory_format,
+                                  tiled_reads)
 from agent.builtin.lower import Expr, Leaf, contiguous
-from agent.builtin.vectorize import WIDTH, pointwise_vector_reads, vector_reads
+from agent.builtin.vectorize import WIDTH, direct_leaves, pointwise_vector_reads, vector_reads
 
 _CUDA_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double",
                "int64": "long long", "int32": "int", "int16": "short", "int8": "signed char", "uint8": "unsigned char",
@@ -470,6 +471,9 @@ def _pointwise(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda:
     value = ev.at(step.source, coords)
     out, leaf = _outputs(step)["value"]
     lines += ev.lines + [f"ks_st({out}, {offset_expr(leaf, coords)}, {value});"]
+    tiled = tiled_reads(plan, step, *direct_leaves(step.source, False, [], []), types) if cuda else []
+    if tiled:
+        return _tiled_pointwise(plan, step, name, params, host, launch, types, tiled)
     body = _grid_loop(cuda, count, variant.block, _body(lines, 8))
     four = pointwise_vector_reads(step, leaf, types) if cuda and variant.vec == WIDTH else None
     if four is None:
@@ -492,6 +496,43 @@ def _pointwise(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda:
     text = "\n".join(["    if (ks_vec) {", vector, "    } else {", body, "    }"])
     return _wrap(name, *_with_vec_flag(params, host, launch, lanes.pointers + ([out] if store else [])), text, cuda,
                  -(-count // WIDTH // variant.block), variant.block)
+
+
+def _tiled_pointwise(plan: GraphPlan, step: Kernel, name: str, params: str, host: str, launch: str,
+                     types: dict[str, str], tiled: list[Leaf]) -> str:
+    """A pointwise kernel reading channels-last buffers through shared-memory tiles (layout.tiled_reads): block
+    (x, y, z) loads positions x*TILE.. and channels y*TILE.. of batch z along the channels, then computes and stores
+    the same elements along the positions."""
+    shape = step.shape
+    channels, positions = shape[1], math.prod(shape[2:])
+    ev = Eval(plan, _bases(step), "v", types)
+    bases = _bases(step)
+    load = []
+    for k, leaf in enumerate(tiled):
+        ev.leaf_override[leaf] = f"tile{k}[tx][kk]"
+        load.append(f"tile{k}[kk][tx] = ks_ld(p{bases.index(leaf.source)}[(n * {positions}LL + s) * {channels}LL + ch]);")
+    lines, spatial = decompose("s", shape[2:], "c")
+    coords = ("n", "ch", *spatial)
+    value = ev.at(step.source, coords)
+    out, leaf = _outputs(step)["value"]
+    lines += ev.lines + [f"ks_st({out}, {offset_expr(leaf, coords)}, {value});"]
+    tiles = "".join(f"    __shared__ float tile{k}[{TILE}][{TILE + 1}];  // +1: no bank conflicts down a column\n"
+                    for k in range(len(tiled)))
+    body = (f"{tiles}    const unsigned tx = threadIdx.x % {TILE}u, ty = threadIdx.x / {TILE}u;\n"
+            f"    const long long n = blockIdx.z;\n"
+            f"    for (unsigned kk = ty; kk < {TILE}u; kk += {TILE_ROWS}u) {{\n"
+            f"        const unsigned s = blockIdx.x * {TILE}u + kk, ch = blockIdx.y * {TILE}u + tx;\n"
+            f"        if (s < {positions}u && ch < {channels}u) {{\n{_body(load, 12)}\n        }}\n    }}\n"
+            f"    __syncthreads();\n"
+            f"    for (unsigned kk = ty; kk < {TILE}u; kk += {TILE_ROWS}u) {{\n"
+            f"        const unsigned s = blockIdx.x * {TILE}u + tx, ch = blockIdx.y * {TILE}u + kk;\n"
+            f"        if (s >= {positions}u || ch >= {channels}u) continue;\n{_body(lines, 8)}\n    }}")
+    block = TILE * TILE_ROWS
+    grid = f"dim3({-(-positions // TILE)}, {-(-channels // TILE)}, {shape[0]})"
+    return (f"__global__ void __launch_bounds__({block}) {name}_kernel({params}) {{\n{body}\n}}\n\n"
+            f"void {name}(std::vector<torch::Tensor> ts, int64_t stream) {{\n    {host}\n"
+            f"    {name}_kernel<<<{grid}, {block}, 0, reinterpret_cast<cudaStream_t>(stream)>>>({launch});\n"
+            f"    KS_LAUNCH_CHECK();\n}}")
 
 
 def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool, params: str, host: str,

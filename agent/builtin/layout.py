@@ -13,6 +13,7 @@ default layout, which the module's caller sees, requires.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from agent.builtin.graph import GraphPlan, Kernel, Library
@@ -62,6 +63,33 @@ def channels_last(plan: GraphPlan) -> GraphPlan:
         return dataclasses.replace(plan, layouts={})
     steps = [_rewrite(s, outputs) if isinstance(s, Kernel) else s for s in plan.steps]
     return dataclasses.replace(plan, steps=steps, layouts={b: memory_format(shape) for b, shape in outputs.items()})
+
+
+# A tile of TILE positions x TILE channels per block of TILE x TILE_ROWS threads (tiled_reads).
+TILE, TILE_ROWS = 32, 8
+_GRID_YZ = 65535  # gridDim.y's and gridDim.z's limit
+
+
+def tiled_reads(plan: GraphPlan, step: Kernel, direct: list[Leaf], remapped: list[Leaf], types: dict[str, str]) -> list[Leaf]:
+    """The channels-last buffers a pointwise kernel reads at its own element through a shared-memory tile: where the
+    kernel writes a fresh NCHW (NCDHW) buffer element by element and reads a channels-last one at the same
+    coordinates, a warp walking the output's innermost dimension would read one float per 32-byte sector of the input
+    (its neighbours lie C floats apart). Staging a tile of TILE positions x TILE channels through shared memory reads
+    the input along its channels and writes the output along its positions, both coalesced: the transpose cuDNN and
+    inductor do, in the same pass as the epilogue. Empty where that does not apply (any other kernel, layout or view;
+    a leaf also read at other coordinates; a grid past CUDA's limits)."""
+    shape = step.shape
+    if step.kind != "pointwise" or len(shape) not in FORMATS or not plan.layouts:
+        return []
+    out = dict(step.outputs).get("value")
+    channels, positions = shape[1], math.prod(shape[2:])
+    if len(step.outputs) != 1 or out is None or out.offset or out.strides != contiguous(shape) or positions < 2 \
+            or -(-channels // TILE) > _GRID_YZ or shape[0] > _GRID_YZ or math.prod(shape) >= 2**31:
+        return []
+    physical = physical_strides(shape)
+    return list(dict.fromkeys(
+        leaf for leaf in direct if leaf.source in plan.layouts and types.get(leaf.source) == "float"
+        and leaf.shape == shape and leaf.offset == 0 and leaf.strides == physical and leaf not in remapped))
 
 
 def _mapped(leaf: Leaf, shape: tuple[int, ...]) -> Leaf | None:

@@ -28,7 +28,7 @@ def vector_reads(step: Kernel, types: dict[str, str]) -> list[Leaf] | None:
     if math.prod(reduced_shape) % WIDTH:
         return None
     want = dict(zip(dims, contiguous(reduced_shape)))
-    leaves, remapped = _direct_leaves(step.source, False, [], [])
+    leaves, remapped = direct_leaves(step.source, False, [], [])
     if remapped:  # read at other coordinates than the element's own
         return None
     found: list[Leaf] = []
@@ -65,7 +65,7 @@ def pointwise_vector_reads(step: Kernel, output: Leaf, types: dict[str, str]) ->
     shape = step.shape
     if not shape or shape[-1] % WIDTH:
         return None
-    direct, remapped = _direct_leaves(step.source, False, [], [])
+    direct, remapped = direct_leaves(step.source, False, [], [])
     reads = [leaf for leaf in direct if leaf not in remapped and _contiguous_inner(leaf, shape, types)]
     store = _contiguous_inner(output, shape, types)
     if not reads and not store:
@@ -89,11 +89,11 @@ def _aligned(offset: int, outer: list[tuple[int, int]]) -> bool:
     return offset % WIDTH == 0 and all(stride % WIDTH == 0 for size, stride in outer if size > 1)
 
 
-def _direct_leaves(value: Any, under: bool, direct: list[Leaf], remapped: list[Leaf]) -> tuple[list[Leaf], list[Leaf]]:
+def direct_leaves(value: Any, under: bool, direct: list[Leaf], remapped: list[Leaf]) -> tuple[list[Leaf], list[Leaf]]:
     """The leaves read at the element's own coordinates, and those read under a remapping op (at other ones)."""
     if isinstance(value, Leaf):
         (remapped if under else direct).append(value)
     elif isinstance(value, Expr):
         for o in value.operands:
-            _direct_leaves(o, under or value.op in REMAPPING, direct, remapped)
+            direct_leaves(o, under or value.op in REMAPPING, direct, remapped)
     return direct, remapped

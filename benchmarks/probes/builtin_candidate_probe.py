@@ -38,7 +38,7 @@ def _ms(fn, args, repeats: int = 10) -> float:
 def probe(path: Path, out_dir: Path) -> dict:
     buf = io.BytesIO()
     trace.trace({"problem_source": path.read_text()}, buf, {})
-    plan = policy.make_plan(json.loads(buf.getvalue()))
+    plan = policy.make_plan(json.loads(buf.getvalue()), "cuda")
     variant = policy.variants(plan, "cuda")[0]
     source = out_dir / f"{path.stem}_candidate.py"
     source.write_text(policy.candidate_source(plan, variant, "cuda"))

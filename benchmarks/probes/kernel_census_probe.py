@@ -54,7 +54,7 @@ def main() -> None:
         census("torch.compile", torch.compile(model), inputs)
     buf = io.BytesIO()
     trace.trace({"problem_source": source}, buf, {})
-    plan = policy.make_plan(json.loads(buf.getvalue()))
+    plan = policy.make_plan(json.loads(buf.getvalue()), "cuda")
     every = policy.variants(plan, "cuda")
     for n in [int(v) for v in args.variants.split(",")]:
         candidate = exec_module(policy.candidate_source(plan, every[n - 1], "cuda"), f"census_{n}", f"variant{n}.py")

@@ -24,7 +24,7 @@ def main() -> None:
     args = parser.parse_args()
     source = args.problem.read_text()
     with Evaluator(EvalConfig(device=args.device, compile_baseline=False, timing=False)) as evaluator:
-        plan = make_plan(trace_graph(evaluator, source))
+        plan = make_plan(trace_graph(evaluator, source), args.device)
         for n, variant in enumerate(variants(plan, args.device), 1):
             started = time.monotonic()
             verdict = evaluator.evaluate(source, candidate_source(plan, variant, args.device))

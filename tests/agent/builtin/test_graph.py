@@ -312,17 +312,27 @@ def one_extension(sources: dict[str, str], head: str) -> str:
             "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
 
 
+# Elementwise epilogues of a 2D and a transposed 3D convolution: channels-last, each reads the convolution's output
+# through shared-memory tiles (layout.tiled_reads). The 2D one is a single-kernel plan on the CPU, a whole graph on a GPU.
+CONV_POINTWISE = problem("return torch.relu(self.conv(x)) * 2.0", "x|torch.randn(2, 4, 9, 9)",
+                         members="self.conv = nn.Conv2d(4, 40, 3)")
+CONV3D_POINTWISE = problem("return F.gelu(self.conv(x)) * 0.5", "x|torch.randn(2, 3, 5, 6, 7)",
+                           members="self.conv = nn.ConvTranspose3d(3, 6, 3, stride=2, padding=1)")
+
+
 def test_every_template_family_compiles_with_nvcc(evaluator):
     """Every family of graph kernels, in both the float4 and the scalar variants, and the channels-last variant."""
     if not shutil.which("nvcc"):
         pytest.skip("needs nvcc (the CUDA toolkit) to compile the CUDA templates")
     sources = {}
     for name, source in [("reductions", REDUCTIONS), ("windows", WINDOWS), ("half", HALF), ("split", SPLIT),
-                         ("scans", SCANS), ("fused", FUSED), ("conv_epilogue", CONV_EPILOGUE)]:
-        plan = make_plan(trace_graph(evaluator, source))
+                         ("scans", SCANS), ("fused", FUSED), ("conv_epilogue", CONV_EPILOGUE),
+                         ("conv_pointwise", CONV_POINTWISE), ("conv3d_pointwise", CONV3D_POINTWISE)]:
+        plan = make_plan(trace_graph(evaluator, source), "cuda")
         assert isinstance(plan, GraphPlan) and {k.kind for k in plan.kernels()} <= {"pointwise", "reduce", "pool", "scan"}
         for n, variant in enumerate(variants(plan, "cuda")):
             sources[f"{name}_{n}"] = candidate_source(plan, variant, "cuda")
     assert any("channels_last" in s for s in sources.values()) and any("float4" in s for s in sources.values())
+    assert any("__shared__ float tile0" in s for s in sources.values())
     info, header = evaluator.build(one_extension(sources, CUDA_HEAD), EvalConfig(device="cuda"))
     assert header.get("ok"), (header.get("error"), info.log[-3000:])

@@ -10,14 +10,14 @@ from agent.builtin.layout import channels_last, physical_strides
 from agent.builtin.lower import Leaf
 from agent.builtin.policy import candidate_source, make_plan, variants
 from agent.builtin.trace import trace_graph
-from tests.agent.builtin.test_graph import CONV_EPILOGUE, problem
+from agent.engine.evaluate import EvalConfig, Evaluator
+from tests.agent.builtin.test_graph import CONV3D_POINTWISE, CONV_EPILOGUE, CONV_POINTWISE, problem
 
 # A convolution read by an elementwise epilogue and by a mean over its spatial dimensions (its CUDA is compiled in
 # test_graph.py's nvcc test).
 EPILOGUE = CONV_EPILOGUE
 # A transposed 3D convolution with a GELU after it.
-TRANSPOSED_3D = problem("return F.gelu(self.conv(x)) * 0.5", "x|torch.randn(2, 3, 5, 6, 7)",
-                        members="self.conv = nn.ConvTranspose3d(3, 6, 3, stride=2, padding=1)")
+TRANSPOSED_3D = CONV3D_POINTWISE
 # The convolution's output flattened across channels and space: no per-dimension view of the channels-last layout.
 # (No bias in these two: a convolution's bias is added by a generated kernel after it, graph.conv_bias_view.)
 FLATTENED = problem("return torch.cumsum(self.conv(x).flatten(1), dim=1)", "x|torch.randn(2, 4, 10, 12)",
@@ -92,3 +92,47 @@ def test_the_channels_last_variant_is_accepted_by_the_engine_on_the_cpu(evaluato
     assert channels_last(plan).layouts, "the variant must read a channels-last buffer in place to test that"
     verdict = evaluator.evaluate(source, candidate_source(plan, LAST, "cpu"))
     assert verdict.accepted, (verdict.status, verdict.message)
+
+
+def test_a_convolutions_elementwise_epilogue_on_a_gpu_is_a_whole_graph_with_a_channels_last_variant(evaluator):
+    traced = trace_graph(evaluator, CONV_POINTWISE)
+    assert not isinstance(make_plan(traced), GraphPlan)  # the single-kernel template on the CPU
+    plan = make_plan(traced, "cuda")
+    assert isinstance(plan, GraphPlan)
+    assert [v.layout for v in variants(plan, "cuda")] == ["default", "channels_last", "channels_last"]
+
+
+@pytest.mark.parametrize("name, source", [("2d", CONV_POINTWISE), ("transposed_3d", CONV3D_POINTWISE)])
+def test_an_elementwise_epilogue_reads_the_channels_last_output_through_shared_memory_tiles(evaluator, name, source):
+    plan = make_plan(trace_graph(evaluator, source), "cuda")
+    tiled = candidate_source(plan, variants(plan, "cuda")[1], "cuda")
+    # Loaded along the channels (consecutive in memory), stored along the positions (consecutive in the output).
+    assert "__shared__ float tile0[32][33]" in tiled and "dim3(" in tiled
+    assert "tile0[kk][tx] = ks_ld(p0[(n * " in tiled and "= tile0[tx][kk];" in tiled
+    channels = plan.buffers[plan.steps[0].output][0][1]
+    assert f"ch < {channels}u" in tiled
+    default = candidate_source(plan, variants(plan, "cuda")[0], "cuda")
+    assert "tile0" not in default
+
+
+def test_only_reads_at_the_elements_own_coordinates_come_from_the_tile(evaluator):
+    transposed = problem("y = self.conv(x)\nreturn y * y.transpose(2, 3)", "x|torch.randn(2, 4, 9, 9)",
+                         members="self.conv = nn.Conv2d(4, 8, 3, bias=False)")
+    plan = make_plan(trace_graph(evaluator, transposed), "cuda")
+    assert isinstance(plan, GraphPlan) and channels_last(plan).layouts
+    tiled = candidate_source(plan, variants(plan, "cuda")[1], "cuda")
+    compute = tiled.split("__syncthreads();\n    for (unsigned kk", 1)[1]
+    # y from the tile; y transposed read at its own (channels-last) strides from global memory.
+    assert "= tile0[tx][kk];" in compute and "ks_ld(p0[n * 392LL + ch" in compute
+
+
+@pytest.mark.parametrize("name, source", [("2d", CONV_POINTWISE), ("transposed_3d", CONV3D_POINTWISE)])
+def test_the_tiled_channels_last_variant_is_accepted_on_the_gpu(evaluator, name, source):
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU: run on the GPU box (benchmarks.md records it)")
+    plan = make_plan(trace_graph(evaluator, source), "cuda")
+    with Evaluator(EvalConfig(device="cuda", compile_baseline=False, min_rounds=2, max_rounds=3)) as gpu:
+        for variant in variants(plan, "cuda"):
+            verdict = gpu.evaluate(source, candidate_source(plan, variant, "cuda"))
+            assert verdict.accepted, (variant.label, verdict.status, verdict.message)

@@ -15,6 +15,7 @@ from agent.builtin.policy import BuiltinPolicy
 from agent.engine.evaluate import EvalConfig
 from agent.loop.policies.base import PolicyError
 from agent.builtin.trace import trace_graph
+from tests.agent.builtin.test_codegen import ODD_ROWS
 from tests.agent.builtin.test_graph import CONV_EPILOGUE, one_extension
 
 # Real processes (the agent's CLI, pip, a production Django): the slow tier.
@@ -158,15 +159,16 @@ def test_a_capacity_verdict_stops_it_without_blaming_its_templates(evaluator):
 
 
 def test_its_cuda_kernels_compile_with_nvcc(evaluator):
-    """Every variant of the single-kernel templates of three examples, of long softmax rows and of a row statistic
-    spread over its row, in one nvcc build (test_graph.one_extension)."""
+    """Every variant of the single-kernel templates of three examples, of long softmax rows, of a row statistic spread
+    over its row and of a convolution's epilogue over rows not a multiple of four long (float4 groups of the flat
+    index), in one nvcc build (test_graph.one_extension)."""
     import shutil
 
     if not shutil.which("nvcc"):
         pytest.skip("needs nvcc (the CUDA toolkit) to compile the CUDA templates")
     modules = {name: (EXAMPLES / f"{name}.py").read_text() for name in ["gelu_tanh_bias", "residual_layer_norm", "cross_entropy"]}
     modules.update(softmax=LONG_ROWS.replace("{op}", "softmax"), log_softmax=LONG_ROWS.replace("{op}", "log_softmax"),
-                   row_normalised=ROW_NORMALISED)
+                   row_normalised=ROW_NORMALISED, odd_rows=ODD_ROWS)
     sources = {}
     for name, module in modules.items():
         plan = lower(trace_graph(evaluator, module))
