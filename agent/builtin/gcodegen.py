@@ -23,8 +23,8 @@ from agent.builtin import ops
 from agent.builtin.cexpr import Eval, decompose, offset_expr
 from agent.builtin.codegen import MODULE, Variant, state_init, tensor_expr
 from agent.builtin.graph import REMAPPING, GraphPlan, Kernel, Library, is_data
-from agent.builtin.layout import (CPP_FORMATS, TILE, TILE_ROWS, channels_last, layout_convolutions, memory_format,
-                                  tiled_reads)
+from agent.builtin.layout import (CPP_FORMATS, TILE, TILE_ROWS, TO_CHANNELS_LAST, TO_CHANNELS_LAST_CUDA, channels_last,
+                                  layout_convolutions, memory_format, tiled_reads)
 from agent.builtin.lower import Expr, Leaf, contiguous
 from agent.builtin.vectorize import WIDTH, direct_leaves, pointwise_vector_reads, vector_reads
 
@@ -198,9 +198,15 @@ def graph_source(plan: GraphPlan, variant: Variant, device: str) -> str:
         if isinstance(step, Kernel):
             parts.append(_kernel(plan, step, f"k{n}", variant, cuda))
             names.append(f"k{n}")
+    converts = cuda and variant.layout == "channels_last" and bool(layout_convolutions(plan))
+    if converts:
+        parts.append(TO_CHANNELS_LAST_CUDA)
     kernel = "\n\n".join(parts)
     name = "ks_builtin_graph_" + hashlib.sha256(kernel.encode()).hexdigest()[:16]
     decls = "\n".join(f"void {k}(std::vector<torch::Tensor> ts, int64_t stream);" for k in names)
+    if converts:
+        decls += f"\ntorch::Tensor {TO_CHANNELS_LAST}(torch::Tensor x, int64_t stream);"
+        names.append(TO_CHANNELS_LAST)
     if cuda:
         build = (f'_ext = load_inline(name="{name}", cpp_sources={decls!r},\n'
                  f'                   cuda_sources=KERNEL, functions={names!r}, extra_cuda_cflags=["-O3"])'
@@ -248,7 +254,10 @@ def _forward(plan: GraphPlan, steps: list[Any], cuda: bool, layout: str = "defau
             after = ".contiguous()"
             if step in relaid:
                 fmt = f"memory_format=torch.{memory_format(step.args[0].shape)}"
-                call[:2] = [f"{c}.contiguous({fmt})" for c in call[:2]]
+                # The input through our tiled conversion where it can be (layout.TO_CHANNELS_LAST_CUDA); the weight
+                # is channels-last from construction, so its conversion is a no-op.
+                call[:2] = [f"_ext.{TO_CHANNELS_LAST}({call[0]}, {stream})" if cuda else f"{call[0]}.contiguous({fmt})",
+                            f"{call[1]}.contiguous({fmt})"]
                 if step.output in plan.layouts:  # read in place by the kernels after it
                     after = f".contiguous({fmt})"
             lines.append(f"        {tensor_expr(plan, step.output)} = {_library_call(step.op, call)}{after}")
@@ -511,11 +520,11 @@ def _tiled_pointwise(plan: GraphPlan, step: Kernel, name: str, params: str, host
     for k, leaf in enumerate(tiled):
         ev.leaf_override[leaf] = f"tile{k}[tx][kk]"
         load.append(f"tile{k}[kk][tx] = ks_ld(p{bases.index(leaf.source)}[(n * {positions}LL + s) * {channels}LL + ch]);")
-    lines, spatial = decompose("s", shape[2:], "c")
+    lines, spatial = decompose("s", shape[2:], "c")  # only where an operand varies along space (else dead code)
     coords = ("n", "ch", *spatial)
     value = ev.at(step.source, coords)
-    out, leaf = _outputs(step)["value"]
-    lines += ev.lines + [f"ks_st({out}, {offset_expr(leaf, coords)}, {value});"]
+    out, _ = _outputs(step)["value"]  # contiguous (tiled_reads): its offset needs no spatial coordinates
+    lines += ev.lines + [f"ks_st({out}, (n * {channels}LL + ch) * {positions}LL + s, {value});"]
     tiles = "".join(f"    __shared__ float tile{k}[{TILE}][{TILE + 1}];  // +1: no bank conflicts down a column\n"
                     for k in range(len(tiled)))
     body = (f"{tiles}    const unsigned tx = threadIdx.x % {TILE}u, ty = threadIdx.x / {TILE}u;\n"

@@ -92,6 +92,44 @@ def tiled_reads(plan: GraphPlan, step: Kernel, direct: list[Leaf], remapped: lis
         and leaf.shape == shape and leaf.offset == 0 and leaf.strides == physical and leaf not in remapped))
 
 
+# NCHW (NCDHW) float32 to channels-last, one pass through shared-memory tiles: read along the positions, written along
+# the channels. PyTorch's .contiguous(memory_format=...) runs its generic strided copy: 0.57 ms for KernelBench 2/1's
+# 537 MB input on the H200, where inductor's tiled Triton kernel takes 0.25 ms (benchmarks.md §14, session 27).
+TO_CHANNELS_LAST = "to_channels_last"
+TO_CHANNELS_LAST_CUDA = r"""
+__global__ void __launch_bounds__(256) ks_to_channels_last_kernel(const float* __restrict__ x, float* __restrict__ y,
+                                                                 unsigned channels, unsigned positions) {
+    __shared__ float tile[32][33];
+    const unsigned tx = threadIdx.x % 32u, ty = threadIdx.x / 32u;
+    const long long n = blockIdx.z;
+    for (unsigned kk = ty; kk < 32u; kk += 8u) {
+        const unsigned ch = blockIdx.y * 32u + kk, s = blockIdx.x * 32u + tx;
+        if (ch < channels && s < positions) tile[kk][tx] = x[(n * channels + ch) * positions + s];
+    }
+    __syncthreads();
+    for (unsigned kk = ty; kk < 32u; kk += 8u) {
+        const unsigned s = blockIdx.x * 32u + kk, ch = blockIdx.y * 32u + tx;
+        if (ch < channels && s < positions) y[(n * positions + s) * channels + ch] = tile[tx][kk];
+    }
+}
+
+torch::Tensor to_channels_last(torch::Tensor x, int64_t stream) {
+    const auto format = x.dim() == 5 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast;
+    const long long n = x.size(0), channels = x.size(1), positions = n * channels ? x.numel() / (n * channels) : 0;
+    if (!x.is_cuda() || x.scalar_type() != torch::kFloat32 || !x.is_contiguous() || x.numel() == 0 ||
+        n > 65535 || (channels + 31) / 32 > 65535 || positions >= (1LL << 32) || channels >= (1LL << 32)) {
+        return x.contiguous(format);  // outside what the tiles cover: PyTorch's copy
+    }
+    auto y = torch::empty(x.sizes(), x.options().memory_format(format));
+    const dim3 grid((unsigned)((positions + 31) / 32), (unsigned)((channels + 31) / 32), (unsigned)n);
+    ks_to_channels_last_kernel<<<grid, 256, 0, reinterpret_cast<cudaStream_t>(stream)>>>(
+        x.data_ptr<float>(), y.data_ptr<float>(), (unsigned)channels, (unsigned)positions);
+    KS_LAUNCH_CHECK();
+    return y;
+}
+"""
+
+
 def _mapped(leaf: Leaf, shape: tuple[int, ...]) -> Leaf | None:
     """The view `leaf` of a contiguous buffer of `shape`, addressed in the buffer's channels-last layout instead; None
     where a view dimension does not lie within one buffer dimension (a reshape across dimensions)."""

@@ -14,8 +14,9 @@ Two graphs come back:
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 import operator
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterator
 
 # Module types whose configuration the planner needs, and the attributes it reads.
 _MODULE_FIELDS = {
@@ -83,12 +84,36 @@ def trace(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]) ->
             out["nodes"] = _fx_nodes(model, inputs)
         except Exception as exc:  # noqa: BLE001 - control flow and the like: the graph below may still do
             out["fx_error"] = f"{type(exc).__name__}: {_first_line(exc)}"
-    graph, errors = capture(model, inputs)
+    with scalar_constants_on_cpu():
+        graph, errors = capture(model, inputs)
     if graph is not None:
         out["graph"] = graph
     else:
         out["error"] = "no capture method could trace the model: " + "; ".join(errors)
     result.write(json.dumps(out).encode())
+
+
+@contextmanager
+def scalar_constants_on_cpu() -> Iterator[None]:
+    """`torch.tensor(0.0, device=x.device)` in forward (KernelBench 2/83, 2/93): traced on meta inputs that makes a
+    meta tensor, whose value is gone, and the plan cannot know the constant. While capturing, a tensor made from one
+    Python number on the meta device is made on the CPU instead, where its value travels with the graph: a 0-dim CPU
+    tensor combines with tensors of any device, as the number itself would. Only in this (sandboxed) trace job."""
+    import torch
+
+    original = torch.tensor
+
+    def tensor(data: Any, *args: Any, **kwargs: Any) -> Any:
+        device = kwargs.get("device")
+        if isinstance(data, (bool, int, float)) and device is not None and torch.device(device).type == "meta":
+            kwargs["device"] = "cpu"
+        return original(data, *args, **kwargs)
+
+    torch.tensor = tensor
+    try:
+        yield
+    finally:
+        torch.tensor = original
 
 
 def capture(model: Any, inputs: list[Any]) -> tuple[dict[str, Any] | None, list[str]]:

@@ -150,6 +150,20 @@ return x
         make_plan(traced)
 
 
+def test_a_number_made_a_tensor_on_the_inputs_device_in_forward_is_planned_as_that_constant(evaluator):
+    """KernelBench 2/83 and 2/93: `torch.min(x, torch.tensor(0.0, device=x.device))`. Traced on meta inputs that
+    constant had no value and the module was refused; the trace now makes it on the CPU, where its value is kept."""
+    source = problem("return torch.min(x, torch.tensor(0.25, device=x.device)) * 2.0", "x|torch.randn(4, 8)")
+    plan = make_plan(trace_graph(evaluator, source))
+    assert "0.25" in candidate_source(plan, variants(plan, "cpu")[0], "cpu")
+    verdict = evaluator.evaluate(source, candidate_source(plan, variants(plan, "cpu")[0], "cpu"))
+    assert verdict.accepted, (verdict.status, verdict.message)
+    # A tensor of several values made in forward on the inputs' device still has none to plan with.
+    several = problem("return x * torch.tensor([1.0, 2.0], device=x.device)", "x|torch.randn(4, 2)")
+    with pytest.raises(PolicyError, match="a tensor constant made in forward"):
+        make_plan(trace_graph(evaluator, several))
+
+
 def test_recurrent_layers_are_refused_before_capture(evaluator):
     source = problem("return self.rnn(x)[0]", "x|torch.randn(2, 5, 4)", members="self.rnn = nn.GRU(4, 4)")
     with pytest.raises(Unsupported, match="recurrent layer nn.GRU"):

@@ -57,8 +57,11 @@ def test_an_epilogue_reads_the_convolution_output_in_place_at_its_channels_last_
     assert [v.layout for v in variants(plan, "cuda")] == ["default", "channels_last", "channels_last"]
     assert [v.layout for v in variants(plan, "cpu")] == ["default"]
     source = candidate_source(plan, variants(plan, "cuda")[1], "cuda")
-    # Input and weight converted for cuDNN, the output kept in that layout for the kernels, which check it.
-    assert source.count(".contiguous(memory_format=torch.channels_last)") == 3
+    # Input (by our tiled kernel) and weight converted for cuDNN, the output kept in that layout for the kernels, which
+    # check it.
+    assert "torch.ops.aten.convolution(_ext.to_channels_last(arg0, " in source
+    assert "ks_to_channels_last_kernel<<<grid, 256" in source and "'to_channels_last'" in source
+    assert source.count(".contiguous(memory_format=torch.channels_last)") == 2
     assert "is_contiguous(at::MemoryFormat::ChannelsLast)" in source
     # The weight is made channels-last once, at construction (the per-call conversion is then a no-op).
     assert "_place(self, 'conv.weight', (8, 4, 3, 3), torch.float32, True, torch.channels_last)" in source
@@ -71,15 +74,15 @@ def test_a_view_across_the_channel_dimension_copies_the_output_back_to_row_major
     last = channels_last(plan)
     assert last.layouts == {}
     source = candidate_source(plan, variants(plan, "cuda")[1], "cuda")
-    assert source.count(".contiguous(memory_format=torch.channels_last)") == 2  # input and weight only
-    assert "ChannelsLast" not in source
+    assert source.count(".contiguous(memory_format=torch.channels_last)") == 1  # the weight only
+    assert "is_contiguous(at::MemoryFormat::ChannelsLast)" not in source  # no kernel reads that layout
 
 
 def test_a_lone_convolution_tries_channels_last_and_returns_pytorchs_default_layout(evaluator):
     plan = _plan(evaluator, LONE)
     assert not plan.kernels() and [v.layout for v in variants(plan, "cuda")] == ["default", "channels_last"]
     source = candidate_source(plan, variants(plan, "cuda")[1], "cuda")
-    assert source.count(".contiguous(memory_format=torch.channels_last)") == 2
+    assert source.count(".contiguous(memory_format=torch.channels_last)") == 1 and "_ext.to_channels_last(arg0" in source
     # The caller gets NCHW, as from the module itself: the convolution's own result is copied back.
     (call,) = [line for line in source.splitlines() if "torch.ops.aten.convolution(" in line]
     assert call.endswith(").contiguous()"), call
