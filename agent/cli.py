@@ -238,7 +238,9 @@ def optimize_command(args: argparse.Namespace) -> int:
                "wall_seconds": state.wall_seconds, "gpu_seconds": state.gpu_seconds,
                "best_turn": state.best["turn"] if state.best else None,
                "best_source": state.best["source"] if state.best else None,
-               "verdict": best.to_dict() if best else None}
+               "verdict": best.to_dict() if best else None,
+               # Every evaluation's summary, turn by turn: why a candidate other than the best lost.
+               "evaluations": [{"turn": r.turn, **v} for r in state.turns for v in r.verdicts]}
     if args.json:
         json.dump(outcome, sys.stdout)
         sys.stdout.write("\n")

@@ -403,7 +403,15 @@ def state_line(level: int, problem: str, result: Result) -> Result:
             "status": result.get("status"), "verdict": (result.get("verdict") or {}).get("status"),
             **{key: _timing(result, key) for key in _KEPT}, "memory": ((result.get("verdict") or {}).get("memory") or {}).get("mode"),
             "stop_reason": " ".join(reason.split())[:400], "wall_seconds": result.get("process_seconds"),
-            "variant": submitted_variant(result)}
+            "variant": submitted_variant(result), "tried": tried(result)}
+
+
+def tried(result: Result) -> list[dict[str, Any]]:
+    """Each evaluation of the run in order: status, flags, ms and speedups (a variant that lost to the submitted one
+    says here whether it was slower or not accepted, and why)."""
+    keep = ("turn", "status", "flags", "candidate_ms", "speedup_vs_eager", "speedup_vs_compile")
+    return [{**{k: e.get(k) for k in keep}, "message": str(e.get("message") or "")[:160]}
+            for e in result.get("evaluations") or []]
 
 
 def submitted_variant(result: Result) -> str | None:

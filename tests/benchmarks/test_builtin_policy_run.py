@@ -36,6 +36,10 @@ def test_it_runs_each_problem_once_resumes_from_its_state_and_reports_over_the_p
     assert summed["planned"] and summed["accepted"] and summed["verdict"] == "accepted", summed
     assert summed["speedup_vs_eager"] is not None and summed["speedup_vs_eager"] > 0
     assert summed["variant"] == "rows across threads, one row buffer per task", summed  # a row plan's one CPU variant
+    # Every evaluation of the run, in order (here the one variant): what a losing variant's status and time were.
+    (only,) = summed["tried"]
+    assert only["status"] == "accepted" and only["candidate_ms"] > 0 and only["turn"] == 0, summed["tried"]
+    assert only["speedup_vs_eager"] == pytest.approx(summed["speedup_vs_eager"]), summed
     lines = run_kernelbench(tmp_path, [1], device="cpu", max_turns=2, timeout=600, state=state)
     assert [line["problem"] for line in lines] == ["1_Sum_over_rows", "2_Sort"] == [r["problem"] for r in read_state(state)]
     sort = lines[1]
