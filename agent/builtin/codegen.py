@@ -30,6 +30,7 @@ class Variant:
     registers: bool = False  # CUDA row ops: each thread keeps its part of the row in registers
     layout: str = "default"  # whole-graph plans: "channels_last" runs 2D/3D convolutions channels-last (layout.py)
     fallback: bool = False  # measured only where a variant before it was not accepted (policy.py)
+    tf32: bool = True  # convolutions may use TF32 tensor cores (PyTorch's default); False: full float32 (gcodegen.py)
 
 
 def variants(plan: Plan, device: str) -> list[Variant]:

@@ -25,6 +25,7 @@ FLATTENED = problem("return torch.cumsum(self.conv(x).flatten(1), dim=1)", "x|to
 LONE = problem("return self.conv(x)", "x|torch.randn(2, 4, 10, 12)",
                members="self.conv = nn.Conv2d(4, 8, 3, bias=False)")
 LAST = Variant("channels-last", layout="channels_last")
+FULL = Variant("channels-last, full float32", layout="channels_last", tf32=False)
 
 
 def _plan(evaluator, source: str) -> GraphPlan:
@@ -80,7 +81,9 @@ def test_a_view_across_the_channel_dimension_copies_the_output_back_to_row_major
 
 def test_a_lone_convolution_tries_channels_last_and_returns_pytorchs_default_layout(evaluator):
     plan = _plan(evaluator, LONE)
-    assert not plan.kernels() and [v.layout for v in variants(plan, "cuda")] == ["default", "channels_last"]
+    found = variants(plan, "cuda")
+    assert not plan.kernels() and [v.layout for v in found] == ["default", "channels_last", "channels_last"]
+    assert [v.tf32 for v in found] == [True, True, False] and found[2].fallback
     source = candidate_source(plan, variants(plan, "cuda")[1], "cuda")
     assert source.count(".contiguous(memory_format=torch.channels_last)") == 1 and "_ext.to_channels_last(arg0" in source
     # The caller gets NCHW, as from the module itself: the convolution's own result is copied back.
@@ -89,12 +92,29 @@ def test_a_lone_convolution_tries_channels_last_and_returns_pytorchs_default_lay
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, source", [("epilogue", EPILOGUE), ("transposed_3d", TRANSPOSED_3D)])
-def test_the_channels_last_variant_is_accepted_by_the_engine_on_the_cpu(evaluator, name, source):
+@pytest.mark.parametrize("name, source, variant", [("epilogue", EPILOGUE, LAST), ("transposed_3d", TRANSPOSED_3D, LAST),
+                                                   ("full_float32", EPILOGUE, FULL)])
+def test_the_channels_last_variant_is_accepted_by_the_engine_on_the_cpu(evaluator, name, source, variant):
     plan = _plan(evaluator, source)
     assert channels_last(plan).layouts, "the variant must read a channels-last buffer in place to test that"
-    verdict = evaluator.evaluate(source, candidate_source(plan, LAST, "cpu"))
+    verdict = evaluator.evaluate(source, candidate_source(plan, variant, "cpu"))
     assert verdict.accepted, (verdict.status, verdict.message)
+
+
+def test_the_fallback_after_a_channels_last_variant_runs_the_convolution_in_full_float32(evaluator):
+    """A TF32 convolution (cuDNN's choice on NHWC where PyTorch allows TF32) is outside float32's tolerance of a
+    reference whose own kernel was plain float32 (KernelBench 2/57 on the H200): the fallback turns TF32 off around
+    the call and restores the caller's setting, whatever the call does."""
+    plan = _plan(evaluator, EPILOGUE)
+    found = variants(plan, "cuda")
+    assert [(v.tf32, v.fallback) for v in found] == [(True, False), (True, False), (False, True)]
+    assert "full float32" in found[2].label
+    source = candidate_source(plan, found[2], "cuda")
+    forward = source.split("    def forward", 1)[1]
+    assert ("        tf32 = torch.backends.cudnn.allow_tf32\n        torch.backends.cudnn.allow_tf32 = False\n"
+            "        try:\n            t0 = torch.ops.aten.convolution(") in forward
+    assert "        finally:\n            torch.backends.cudnn.allow_tf32 = tf32\n" in forward
+    assert "allow_tf32" not in candidate_source(plan, found[1], "cuda")
 
 
 def test_a_convolutions_elementwise_epilogue_on_a_gpu_is_a_whole_graph_with_a_channels_last_variant(evaluator):
