@@ -26,7 +26,7 @@ from agent.builtin.graph import REMAPPING, GraphPlan, Kernel, Library, is_data
 from agent.builtin.layout import (CPP_FORMATS, TILE, TILE_ROWS, TO_CHANNELS_LAST, TO_CHANNELS_LAST_CUDA, channels_last,
                                   layout_convolutions, memory_format, tiled_reads)
 from agent.builtin.lower import Expr, Leaf, contiguous
-from agent.builtin.vectorize import WIDTH, direct_leaves, pointwise_vector_reads, vector_reads
+from agent.builtin.vectorize import WIDTH, direct_leaves, flat_vector_reads, pointwise_vector_reads, vector_reads
 
 _CUDA_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double",
                "int64": "long long", "int32": "int", "int16": "short", "int8": "signed char", "uint8": "unsigned char",
@@ -496,23 +496,43 @@ def _pointwise(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda:
     if tiled:
         return _tiled_pointwise(plan, step, name, params, host, launch, types, tiled)
     body = _grid_loop(cuda, count, variant.block, _body(lines, 8))
-    four = pointwise_vector_reads(step, leaf, types) if cuda and variant.vec == WIDTH else None
+    vectorized = cuda and variant.vec == WIDTH
+    four = pointwise_vector_reads(step, leaf, types) if vectorized else None
+    flat = four is None and vectorized and (four := flat_vector_reads(step, leaf, types)) is not None
     if four is None:
         return _wrap(name, params, host, launch, body, cuda, -(-count // variant.block), variant.block)
-    # Four consecutive elements per thread (vectorize.py): the index arithmetic once for the four, float4 loads and
-    # store where the operands allow, the scalar loop where a pointer is not 16-byte aligned.
+    # Four consecutive elements per thread (vectorize.py): float4 loads and store where the operands allow, the scalar
+    # loop where a pointer is not 16-byte aligned. Along one row the index arithmetic is done once for the four; over
+    # the flat index (rows not a multiple of four long) each element has its own coordinates.
     reads, store = four
-    index_lines, vc = decompose(f"(i * {WIDTH}LL)", shape, "c")
+    if flat:
+        index_lines, lane_coords = [], []
+        for lane in range(WIDTH):
+            decomposed, coords_k = decompose(f"(i * {WIDTH}LL + {lane})", shape, f"c{lane}_")
+            index_lines += decomposed
+            lane_coords.append(coords_k)
+        group = f"i * {WIDTH}LL"
 
-    def at(lane: int) -> tuple[str, ...]:
-        return (*vc[:-1], f"({vc[-1]} + {lane})")
-    lanes = _four_lanes(plan, step, types, reads, lambda read: offset_expr(read, vc), at, "v")
+        def at(lane: int) -> tuple[str, ...]:
+            return lane_coords[lane]
+
+        def first(view: Leaf) -> str:  # element 4i of a view laid out as the elements (vectorize._as_elements)
+            return f"{view.offset}LL + {group}" if view.offset else group
+    else:
+        index_lines, vc = decompose(f"(i * {WIDTH}LL)", shape, "c")
+
+        def at(lane: int) -> tuple[str, ...]:
+            return (*vc[:-1], f"({vc[-1]} + {lane})")
+
+        def first(view: Leaf) -> str:
+            return offset_expr(view, vc)
+    lanes = _four_lanes(plan, step, types, reads, first, at, "v")
     vlines = [*index_lines, *lanes.loads]
     for lane, (lane_lines, value) in enumerate(lanes.lanes):
         vlines += lane_lines + ([] if store else [f"ks_st({out}, {offset_expr(leaf, at(lane))}, {value});"])
     if store:
         values = ", ".join(value for _, value in lanes.lanes)
-        vlines.append(f"*reinterpret_cast<float4*>(&{out}[{offset_expr(leaf, vc)}]) = make_float4({values});")
+        vlines.append(f"*reinterpret_cast<float4*>(&{out}[{first(leaf)}]) = make_float4({values});")
     vector = _grid_loop(cuda, count // WIDTH, variant.block, _body(vlines, 8))
     text = "\n".join(["    if (ks_vec) {", vector, "    } else {", body, "    }"])
     return _wrap(name, *_with_vec_flag(params, host, launch, lanes.pointers + ([out] if store else [])), text, cuda,

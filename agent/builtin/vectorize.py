@@ -65,12 +65,39 @@ def pointwise_vector_reads(step: Kernel, output: Leaf, types: dict[str, str]) ->
     shape = step.shape
     if not shape or shape[-1] % WIDTH:
         return None
+    return _reads_and_store(step, output, lambda leaf: _contiguous_inner(leaf, shape, types))
+
+
+def flat_vector_reads(step: Kernel, output: Leaf, types: dict[str, str]) -> tuple[list[Leaf], bool] | None:
+    """A pointwise kernel over rows not a multiple of four long (a convolution's 126 x 126 maps): four consecutive
+    elements of the flat index per thread, which may straddle rows. Only operands laid out exactly as the elements
+    (the kernel's shape, row-major, offset a multiple of four) are one float4 each; every other operand is read per
+    element. None where no read and not the store qualify, or the element count is not a multiple of four.
+
+    One float per thread leaves few bytes in flight for HBM3e to fill: on the H200 the single-kernel epilogue of
+    KernelBench 2/57 (one float per thread, 64-bit index divisions then) ran at about a third of the memory roof
+    (docs/benchmarks.md §14, session 27)."""
+    shape = step.shape
+    if not shape or math.prod(shape) % WIDTH or shape[-1] % WIDTH == 0:
+        return None
+    return _reads_and_store(step, output, lambda leaf: _as_elements(leaf, shape, types))
+
+
+def _reads_and_store(step: Kernel, output: Leaf, fits: Any) -> tuple[list[Leaf], bool] | None:
+    """The leaves read at the element's own coordinates that `fits` (each once), and whether the output does."""
     direct, remapped = direct_leaves(step.source, False, [], [])
-    reads = [leaf for leaf in direct if leaf not in remapped and _contiguous_inner(leaf, shape, types)]
-    store = _contiguous_inner(output, shape, types)
+    reads = [leaf for leaf in direct if leaf not in remapped and fits(leaf)]
+    store = fits(output)
     if not reads and not store:
         return None
     return list(dict.fromkeys(reads)), store
+
+
+def _as_elements(leaf: Leaf, shape: tuple[int, ...], types: dict[str, str]) -> bool:
+    """Element k of the kernel is element offset + k of the leaf's float buffer, 16-byte aligned at every multiple of
+    four (given an aligned base pointer)."""
+    return (is_data(leaf) and types.get(leaf.source) == "float" and leaf.shape == shape
+            and leaf.strides == contiguous(shape) and leaf.offset % WIDTH == 0)
 
 
 def _contiguous_inner(leaf: Leaf, shape: tuple[int, ...], types: dict[str, str]) -> bool:

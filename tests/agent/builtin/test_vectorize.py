@@ -68,13 +68,27 @@ def test_a_pointwise_kernel_writes_four_elements_per_thread_with_float4_where_al
     transposed = _graph(evaluator, problem("return a.t() + 1.0", "a|torch.randn(4096, 64)"))
     source = candidate_source(transposed, variants(transposed, "cuda")[0], "cuda")
     assert "make_float4(" in source and "const float4 ks_w" not in source  # stored four at a time, read one at a time
-    odd = _graph(evaluator, problem("return a * 2.0", "a|torch.randn(64, 4095)"))
+    odd = _graph(evaluator, problem("return a * 2.0", "a|torch.randn(63, 4095)"))  # an odd number of elements
     assert "float4" not in candidate_source(odd, variants(odd, "cuda")[0], "cuda")
 
 
+def test_rows_not_a_multiple_of_four_long_take_four_elements_of_the_flat_index_per_thread(evaluator):
+    plan = _graph(evaluator, FLAT)
+    source = candidate_source(plan, variants(plan, "cuda")[0], "cuda")
+    # a is laid out as the elements: one float4 at 4i; b's column is read per element at each lane's own row.
+    assert "const float4 ks_w0 = *reinterpret_cast<const float4*>(&p0[i * 4LL]);" in source
+    for lane in range(4):
+        assert f"const long long c{lane}_0 = ((unsigned)((i * 4LL + {lane})) / 4095u);" in source
+        assert f"ks_ld(p1[c{lane}_0 * 4095LL])" in source
+    assert "*reinterpret_cast<float4*>(&q0[i * 4LL]) = make_float4(" in source and "ks_vec" in source
+
+
+# Rows of 4095: the four elements of a group straddle rows (gcodegen's flat float4 groups).
+FLAT = problem("return torch.relu(a) * b[:, :1]", "a, b|torch.randn(64, 4095), torch.randn(64, 4095)")
 # The vectorized variants judged by the engine on the GPU, each alone (the policy's own run would hide a rejected
 # first variant behind an accepted scalar third one).
 ON_GPU = {
+    "flat": FLAT,
     "loss": problem("return torch.mean((a - b) ** 2)", "a, b|torch.randn(256, 4096), torch.randn(256, 4096)"),
     "layer_norm": problem("return F.layer_norm(x, (64, 256))", "x|torch.randn(16, 64, 256)"),
     "row_norm": problem("return x / x.abs().mean(dim=1, keepdim=True)", "x|torch.randn(64, 8192)"),
