@@ -485,6 +485,9 @@ def _wrap(name: str, params: str, host: str, launch: str, body: str, cuda: bool,
 
 def _pointwise(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool, params: str, host: str,
                launch: str, types: dict[str, str]) -> str:
+    tiled = tiled_reads(plan, step, *direct_leaves(step.source, False, [], []), types) if cuda else []
+    if tiled:
+        return _tiled_pointwise(plan, step, name, params, host, launch, types, tiled)
     shape = step.shape
     count = math.prod(shape)
     ev = Eval(plan, _bases(step), "v", types)
@@ -492,9 +495,6 @@ def _pointwise(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda:
     value = ev.at(step.source, coords)
     out, leaf = _outputs(step)["value"]
     lines += ev.lines + [f"ks_st({out}, {offset_expr(leaf, coords)}, {value});"]
-    tiled = tiled_reads(plan, step, *direct_leaves(step.source, False, [], []), types) if cuda else []
-    if tiled:
-        return _tiled_pointwise(plan, step, name, params, host, launch, types, tiled)
     body = _grid_loop(cuda, count, variant.block, _body(lines, 8))
     vectorized = cuda and variant.vec == WIDTH
     four = pointwise_vector_reads(step, leaf, types) if vectorized else None
@@ -546,8 +546,8 @@ def _tiled_pointwise(plan: GraphPlan, step: Kernel, name: str, params: str, host
     the same elements along the positions."""
     shape = step.shape
     channels, positions = shape[1], math.prod(shape[2:])
-    ev = Eval(plan, _bases(step), "v", types)
     bases = _bases(step)
+    ev = Eval(plan, bases, "v", types)
     load = []
     for k, leaf in enumerate(tiled):
         ev.leaf_override[leaf] = f"tile{k}[tx][kk]"
