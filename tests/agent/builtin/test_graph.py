@@ -20,6 +20,7 @@ from agent.builtin.policy import candidate_source, make_plan, variants
 from agent.builtin.trace import trace_graph
 from agent.engine.evaluate import EvalConfig
 from agent.loop.policies.base import PolicyError
+from tests.agent.builtin.on_gpu import assert_every_cuda_variant_accepted
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -115,6 +116,17 @@ v = (x - x.mean(dim=1, keepdim=True)) / torch.sqrt(x.var(dim=1, keepdim=True, un
 return torch.softmax(v, dim=0) * 2.0 + rms.sum(dim=1, keepdim=True)
 """, "x|torch.rand(4, 8, 16, 64) * 3.0 + 0.5")
 RMS_CHANNELS = problem("return x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + 1e-5)", "x|torch.rand(4, 8, 16, 64)")
+
+# Reductions over an outer dimension with many outputs (a thread per output on the CPU; on a GPU a warp per 32
+# outputs, its block's warps taking slices of the reduction): sum, mean, amax, min with indices, argmax, any, and a
+# middle dimension at an odd innermost size. LONG_COLUMNS' slices are long enough to accumulate in double at 128 threads.
+COLUMNS = problem("""
+m = torch.min(x, dim=0)
+pieces = [x.sum(dim=0), x.mean(dim=0), x.amax(dim=0), m.values, m.indices.float(), torch.argmax(x, dim=0).float(),
+          (x > 2.5).any(dim=0).float(), torch.argmin(y, dim=1).float(), y.sum(dim=1)]
+return torch.cat([p.flatten() for p in pieces])
+""", "x, y|torch.randn(300, 1030), torch.randn(3, 200, 1031)")
+LONG_COLUMNS = problem("return torch.cat([x.sum(dim=0), x.mean(dim=0) * 3.0])", "x|torch.rand(20000, 1030) + 2.0")
 
 
 def optimize(path: Path, device: str = "cpu") -> tuple[int, dict, str]:
@@ -279,6 +291,28 @@ def test_whole_graph_kernels_match_pytorch_on_the_cpu(evaluator, name, source):
     assert verdict.accepted, (verdict.status, verdict.message)
 
 
+def test_column_reductions_on_a_gpu_slice_the_reduction_across_a_blocks_warps(evaluator):
+    plan = make_plan(trace_graph(evaluator, COLUMNS), "cuda")
+    assert isinstance(plan, GraphPlan)
+    for variant in variants(plan, "cuda"):
+        source = candidate_source(plan, variant, "cuda")
+        assert source.count("ks_slice == 0") == len([k for k in plan.kernels() if k.kind == "reduce"]) == 8
+        assert f"__shared__ long long ks_si[{variant.block // 32}][32];" in source  # argmax's indices, per slice
+    cpu = candidate_source(make_plan(trace_graph(evaluator, COLUMNS)), variants(plan, "cpu")[0], "cpu")
+    assert "ks_slice" not in cpu
+
+
+def test_column_reductions_match_pytorch_on_the_cpu(evaluator):
+    plan = make_plan(trace_graph(evaluator, COLUMNS))
+    verdict = evaluator.evaluate(COLUMNS, candidate_source(plan, variants(plan, "cpu")[0], "cpu"))
+    assert verdict.accepted, (verdict.status, verdict.message)
+
+
+@pytest.mark.parametrize("name, source", [("columns", COLUMNS), ("long_columns", LONG_COLUMNS)])
+def test_every_variant_of_the_sliced_column_reductions_is_accepted_on_the_gpu(evaluator, name, source):
+    assert_every_cuda_variant_accepted(evaluator, source)
+
+
 @pytest.mark.parametrize("name, source", [("split", SPLIT), ("scans", SCANS), ("norms", NORMS), ("fused", FUSED)])
 def test_split_reductions_and_block_scans_are_accepted_on_the_gpu(tmp_path, name, source):
     """The engine's verdict on the GPU (every output of every timed call checked against PyTorch's)."""
@@ -340,7 +374,7 @@ def test_every_template_family_compiles_with_nvcc(evaluator):
         pytest.skip("needs nvcc (the CUDA toolkit) to compile the CUDA templates")
     sources = {}
     for name, source in [("reductions", REDUCTIONS), ("windows", WINDOWS), ("half", HALF), ("split", SPLIT),
-                         ("scans", SCANS), ("fused", FUSED), ("conv_epilogue", CONV_EPILOGUE),
+                         ("scans", SCANS), ("fused", FUSED), ("columns", COLUMNS), ("conv_epilogue", CONV_EPILOGUE),
                          ("conv_pointwise", CONV_POINTWISE), ("conv3d_pointwise", CONV3D_POINTWISE)]:
         plan = make_plan(trace_graph(evaluator, source), "cuda")
         assert isinstance(plan, GraphPlan) and {k.kind for k in plan.kernels()} <= {"pointwise", "reduce", "pool", "scan"}

@@ -10,7 +10,7 @@ from agent.builtin.layout import channels_last, physical_strides
 from agent.builtin.lower import Leaf
 from agent.builtin.policy import candidate_source, make_plan, variants
 from agent.builtin.trace import trace_graph
-from agent.engine.evaluate import EvalConfig, Evaluator
+from tests.agent.builtin.on_gpu import assert_every_cuda_variant_accepted
 from tests.agent.builtin.test_graph import CONV3D_POINTWISE, CONV_EPILOGUE, CONV_POINTWISE, problem
 
 # A convolution read by an elementwise epilogue and by a mean over its spatial dimensions (its CUDA is compiled in
@@ -151,11 +151,4 @@ def test_only_reads_at_the_elements_own_coordinates_come_from_the_tile(evaluator
 
 @pytest.mark.parametrize("name, source", [("2d", CONV_POINTWISE), ("transposed_3d", CONV3D_POINTWISE)])
 def test_the_tiled_channels_last_variant_is_accepted_on_the_gpu(evaluator, name, source):
-    import torch
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU: run on the GPU box (benchmarks.md records it)")
-    plan = make_plan(trace_graph(evaluator, source), "cuda")
-    with Evaluator(EvalConfig(device="cuda", compile_baseline=False, min_rounds=2, max_rounds=3)) as gpu:
-        for variant in variants(plan, "cuda"):
-            verdict = gpu.evaluate(source, candidate_source(plan, variant, "cuda"))
-            assert verdict.accepted, (variant.label, verdict.status, verdict.message)
+    assert_every_cuda_variant_accepted(evaluator, source)
