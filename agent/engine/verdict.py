@@ -175,6 +175,9 @@ class Timing:
     # CPU evaluations: the candidate job's CPU time over its batches' time on the parent's clock, as the zygote read it
     # (agent/engine/evaluate/cpu_share.py); more than 1.1 per allowed thread is cpu_over_threads.
     cpu_cores: float | None = None
+    # The same for the calls alone: each timed batch less the candidate's own null batch of the same keys (the harness
+    # without the calls), the null credited up to the allowed threads. Also more than 1.1 per thread is cpu_over_threads.
+    cpu_cores_calls: float | None = None
 
 
 @dataclass

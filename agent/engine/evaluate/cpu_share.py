@@ -7,6 +7,14 @@ process, every thread, zombies and reaped children included) each time it freeze
 `job_cpu_seconds`); the parent adds up, over every batch of the candidate's, that figure's growth from the stop
 before the batch to the stop after it, against the batch's own time on the parent's clock (session.py). Neither number
 passes through the candidate's process, and time the candidate idles around its batches thins out nothing.
+
+That reading weighs the harness with the calls: where the keyed inputs and projections take most of a batch, extra
+cores that work only in the calls are thinned out by the single-threaded harness around them (a call made twice as
+fast on two cores under a harness four times its length read 1.11 cores). So each round's candidate batch is also
+read against the candidate's own null batch of the same keys, which runs that harness without the calls: the
+difference is the calls alone (call_over_threads). The null's CPU time is credited up to the allowed threads over its
+own time and no further, so a job that burns CPU in its null batches to enlarge what comes off gains nothing; one that
+skips work there only takes less off, leaving the calls' figure where the whole-batch rule has it.
 """
 from __future__ import annotations
 
@@ -16,6 +24,31 @@ from __future__ import annotations
 # second thread that does half of the work reads about 1.5.
 SLACK = 1.1
 TICK_SECONDS = 0.05  # five ticks: the reading's error over a few batches
+# The calls-alone reading's allowance. Both batches of a round pay the same stop, wake-up and harness, which cancel,
+# and a job that starts no threads per call is read from each thread's schedstat (nanoseconds), not in ticks: the
+# one-thread corpus kernels read 1.00-1.06 cores this way at five rounds. Two ticks, so that a kept worker woken per
+# call for half the rows (1.26 cores over 0.16 s of calls, 1.17x the one-thread kernel's speed) does not hide in it.
+CALLS_TICK_SECONDS = 0.02
+
+
+def call_cores(rounds: list[tuple[tuple[float, float], tuple[float, float]]], threads: int) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of the calls alone over the rounds: each candidate batch less its own null batch,
+    the null's CPU credited up to `threads` cores over its own time (session.Outcome.cpu_rounds)."""
+    cpu = sum(c for (c, _), _null in rounds) - sum(min(c, threads * w) for _calls, (c, w) in rounds)
+    wall = sum(w for (_, w), _null in rounds) - sum(w for _calls, (_, w) in rounds)
+    return cpu, wall
+
+
+def call_over_threads(rounds: list[tuple[tuple[float, float], tuple[float, float]]], threads: int) -> str | None:
+    """Why the calls themselves used more cores than `threads` (the harness taken off), or None."""
+    cpu, wall = call_cores(rounds, threads)
+    if wall <= 0 or cpu <= threads * wall * SLACK + CALLS_TICK_SECONDS:
+        return None
+    return (f"the candidate's calls alone (its batches less its own null batches, which run the same harness without "
+            f"the calls) used {cpu:.2f} s of CPU time in {wall:.2f} s ({cpu / wall:.2f} cores) where the evaluation "
+            f"allows {threads} thread(s), as eager had: the comparison would not be on equal terms. Use at most "
+            f"{threads} thread(s) in the kernel (no num_threads(...) above it, no std::thread, thread pools or helper "
+            "processes doing the work)")
 
 
 def over_threads(cpu_seconds: float, wall_seconds: float, threads: int) -> str | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from agent.engine.evaluate.compare import NOISE_FACTOR
 from agent.engine.evaluate.config import EvalConfig
-from agent.engine.evaluate.cpu_share import over_threads
+from agent.engine.evaluate.cpu_share import call_cores, call_over_threads, over_threads
 from agent.engine.evaluate.session import Measured, Outcome, describe_failure, median_interval
 from agent.engine.evaluate.timing import summarize
 from agent.engine.sandbox.client import JobResult
@@ -66,12 +66,8 @@ def judge(out: Outcome, cfg: EvalConfig, build: BuildInfo, compile_cached: dict[
             "the figures), and the timed calls' checks were widened alike")))
     if out.measured is not None:
         _timing(verdict, out, out.measured, compile_cached)
-        if cfg.device == "cpu" and out.cpu_wall_seconds > 0:
-            if verdict.timing is not None:
-                verdict.timing.cpu_cores = out.cpu_seconds / out.cpu_wall_seconds
-            extra = over_threads(out.cpu_seconds, out.cpu_wall_seconds, cfg.threads)
-            if extra is not None:
-                verdict.flags.append(Finding(Flag.CPU_OVER_THREADS, extra))
+        if cfg.device == "cpu":
+            _cpu_share(verdict, out, cfg.threads)
         if verdict.timing is not None:
             _speed_of_light(verdict, verdict.timing, out.work, peaks)
     verdict.stage = Stage.DONE
@@ -92,6 +88,18 @@ def judge(out: Outcome, cfg: EvalConfig, build: BuildInfo, compile_cached: dict[
         verdict.message = _accepted_message(verdict)
     return verdict
 
+
+
+def _cpu_share(verdict: Verdict, out: Outcome, threads: int) -> None:
+    """The candidate's cores on the CPU, whole batches and calls alone (cpu_share.py); more than allowed rejects."""
+    if verdict.timing is not None:
+        if out.cpu_wall_seconds > 0:
+            verdict.timing.cpu_cores = out.cpu_seconds / out.cpu_wall_seconds
+        cpu, wall = call_cores(out.cpu_rounds, threads)
+        verdict.timing.cpu_cores_calls = cpu / wall if wall > 0 else None
+    extra = over_threads(out.cpu_seconds, out.cpu_wall_seconds, threads) or call_over_threads(out.cpu_rounds, threads)
+    if extra is not None:
+        verdict.flags.append(Finding(Flag.CPU_OVER_THREADS, extra))
 
 def _failed(verdict: Verdict, out: Outcome, cfg: EvalConfig, job: JobResult) -> Verdict:
     kind, message = out.failure or ("runtime_error", "")

@@ -101,6 +101,9 @@ class Outcome:
     # (cpu_share.py).
     cpu_seconds: float = 0.0
     cpu_wall_seconds: float = 0.0
+    # Each timed round's candidate batch and its own null batch of the same keys, as (CPU s, wall s) pairs: their
+    # difference is the calls alone, the harness around them taken off (cpu_share.call_over_threads).
+    cpu_rounds: list[tuple[tuple[float, float], tuple[float, float]]] = field(default_factory=list)
     outputs: list[dict[str, Any]] = field(default_factory=list)
     measured: Measured | None = None
     variants: dict[str, Measured] = field(default_factory=dict)  # label -> each input variant's own timing
@@ -133,6 +136,7 @@ class Session:
         # Where the fused kernels project (the reference's job says so with the bases), its eager batch's figures hold
         # the bounds too, and the candidate's calls are checked from the eager batch on the same keys (_round).
         self._eager_checks = False
+        self._batch_cpu: float | None = None  # the candidate's last batch's CPU seconds, as the zygote read them
         self.outcome = Outcome()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kstudio-job")
         self.control = JobControl()
@@ -331,8 +335,11 @@ class Session:
             n = m.calls[name]
             if name == "candidate":
                 seconds, reply = self._run_candidate_batch(keys[:n])
+                calls_cpu = self._batch_cpu
                 times[name], got, own_events = seconds, reply.get("projections"), _events_per_call(reply, n)
                 own_null = self._candidate_null(keys[:n])
+                if calls_cpu is not None and self._batch_cpu is not None and own_null is not None:
+                    self.outcome.cpu_rounds.append(((calls_cpu, seconds), (self._batch_cpu, own_null)))
             else:
                 seconds, probe, _ = self._reference_batch(name, keys[:n])
                 times[name] = seconds
@@ -377,8 +384,10 @@ class Session:
         began = self.cand.send({"cmd": "batch", "keys": keys, **({"null": True} if null else {})})
         reply, ended = self._receive_cand(self._batch_seconds(len(keys)))
         self._stop_candidate()
+        self._batch_cpu = None
         if cpu_before is not None and self.control.cpu_seconds is not None:
-            self.outcome.cpu_seconds += self.control.cpu_seconds - cpu_before
+            self._batch_cpu = self.control.cpu_seconds - cpu_before
+            self.outcome.cpu_seconds += self._batch_cpu
             # Against the batch's own time: the CPU of the rest of the window (the ping, the stop) is ours and small,
             # and a candidate that idles there (in its own process, before the batch) cannot thin the figure out.
             self.outcome.cpu_wall_seconds += ended - began

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.engine.evaluate import EvalConfig, Evaluator
-from agent.engine.evaluate.cpu_share import SLACK, over_threads
+from agent.engine.evaluate.cpu_share import SLACK, call_cores, call_over_threads, over_threads
 from agent.engine.sandbox import Limits
 
 CORPUS = Path(__file__).resolve().parents[3] / "corpus"
@@ -34,6 +34,39 @@ def test_a_few_ticks_of_reading_error_on_short_timings_are_not_taken_for_extra_c
 
 def test_nothing_read_is_nothing_found():
     assert over_threads(0.0, 0.0, threads=1) is None
+    assert call_over_threads([], threads=1) is None
+
+
+# Fifteen rounds of a batch whose harness (keyed inputs, projections) takes 80 ms around 20 ms of calls on one thread:
+# each round's candidate batch and its own null batch, as ((CPU s, wall s), (CPU s, wall s)).
+HONEST = [((0.100, 0.100), (0.080, 0.080))] * 15
+# The same calls on two cores: 10 ms of wall, 20 ms of CPU. The whole batches read 1.11 cores, inside the
+# allowance; the calls alone read 2.
+TWO_CORES_UNDER_A_LONG_HARNESS = [((0.100, 0.090), (0.080, 0.080))] * 15
+
+
+def test_extra_cores_thinned_out_by_a_long_harness_are_seen_in_the_calls_alone():
+    cpu, wall = sum(c for (c, _), _n in TWO_CORES_UNDER_A_LONG_HARNESS), sum(w for (_, w), _n in TWO_CORES_UNDER_A_LONG_HARNESS)
+    assert over_threads(cpu, wall, threads=1) is None  # the whole-batch rule alone let this through
+    why = call_over_threads(TWO_CORES_UNDER_A_LONG_HARNESS, threads=1)
+    assert why is not None and "2.00 cores" in why and "calls alone" in why
+    assert call_over_threads(HONEST, threads=1) is None
+    assert call_cores(HONEST, threads=1) == pytest.approx((0.3, 0.3))
+
+
+def test_cpu_burnt_in_the_null_batches_takes_no_more_off_than_the_allowed_threads():
+    # The null batches on three cores, to enlarge what comes off the candidate's batches: credited at one core.
+    burning = [((0.100, 0.090), (0.240, 0.080))] * 15
+    assert call_cores(burning, threads=1) == pytest.approx((0.3, 0.15))
+    assert call_over_threads(burning, threads=1) is not None
+
+
+def test_null_batches_cut_short_leave_the_harness_in_the_calls_figure():
+    # A job that skips the harness's work in its null batches takes less off: the calls' figure is the whole batch's,
+    # so it gains nothing over the whole-batch rule; on one honest thread it still reads one core.
+    skipping = [((0.100, 0.100), (0.001, 0.001))] * 15
+    cpu, wall = call_cores(skipping, threads=1)
+    assert cpu / wall == pytest.approx(1.0) and call_over_threads(skipping, threads=1) is None
 
 
 @pytest.mark.slow
@@ -57,6 +90,8 @@ def test_a_kernel_on_more_openmp_threads_than_allowed_is_rejected_and_a_one_thre
         greedy = evaluator.evaluate(problem, greedy_source)
     assert honest.status.value == "accepted", honest.message
     assert "cpu_over_threads" not in honest.flag_names() and honest.timing.cpu_cores <= SLACK, honest.timing
+    # The calls alone (each batch less its own null batch) were read too.
+    assert honest.timing.cpu_cores_calls is not None and honest.timing.cpu_cores_calls > 0.3, honest.timing
     assert greedy.correct and greedy.timing is not None, greedy.message
     # A reading of a job that ran its batches is about a core or more; none at all would be a broken reading.
     assert greedy.timing.cpu_cores > 0.3, greedy.timing

@@ -5,7 +5,7 @@ import random
 import pytest
 
 from agent.engine.evaluate.channel import ChannelError, JobFailed, ParentEnd
-from agent.engine.evaluate.session import Measured, Session, median_interval
+from agent.engine.evaluate.session import Measured, Outcome, Session, median_interval
 
 
 def test_the_speedup_interval_covers_the_median_and_narrows_with_more_rounds():
@@ -77,6 +77,7 @@ def _rounds(own_nulls: list[float | None], reference_nulls: list[float] | None =
     """Timing rounds on jobs whose batches take: candidate 0.050 s, eager 0.060 s (10 calls each), the reference's
     null reference_nulls[i] (0.040 s by default), the candidate's own null own_nulls[i] (None: its job ran none)."""
     session = object.__new__(Session)  # only the rounds' arithmetic: no jobs behind it
+    session._batch_cpu = None  # and no CPU readings
     m = Measured(calls={"candidate": 10, "eager": 10})
     reference_nulls = reference_nulls or [0.040] * len(own_nulls)
     for own, reference in zip(own_nulls, reference_nulls):
@@ -123,3 +124,25 @@ def test_noise_alike_in_both_nulls_costs_the_candidate_nothing():
     noisy = _rounds([0.042, 0.030, 0.039, 0.033, 0.036], reference)
     assert noisy.null_scale == 1.0
     assert noisy.candidate == pytest.approx([(0.050 - r) * 100 for r in reference])
+
+
+def test_each_round_pairs_the_candidates_batch_with_its_own_null_batch_for_the_cpu_reading():
+    """The calls-alone CPU figure (cpu_share.call_over_threads) takes each timed batch's CPU and wall time against
+    the own null batch of the same round; a round whose null did not run, or whose CPU was not read, pairs nothing."""
+    for null_ran, read, pairs in [(True, True, [((0.07, 0.050), (0.03, 0.030))]), (False, True, []), (True, False, [])]:
+        session = object.__new__(Session)
+        session.outcome = Outcome()
+        m = Measured(calls={"candidate": 10, "eager": 10})
+
+        def batch(keys, read=read):
+            session._batch_cpu = 0.07 if read else None
+            return 0.050, {"projections": []}
+
+        def null(keys, null_ran=null_ran, read=read):
+            session._batch_cpu = 0.03 if read else None
+            return 0.030 if null_ran else None
+        session._run_candidate_batch, session._candidate_null = batch, null
+        session._check_batch = lambda keys, got, m, command="verify": None
+        session._reference_batch = lambda model, keys, events=False: (0.060 if model == "eager" else 0.040, None, float("nan"))
+        session._round(["eager"], m, [], flip=False)
+        assert session.outcome.cpu_rounds == pairs
