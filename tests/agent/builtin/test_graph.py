@@ -90,12 +90,14 @@ pieces = [x.sum().reshape(1), x.mean(dim=1), x.amax(dim=1), torch.argmax(x.flatt
 return torch.cat(pieces)
 """, "x, y|torch.randn(4, 32768), torch.randn(4, 32768)")
 
-# Scans along long innermost lines (a block per line): cumsum, cumprod, reversed, masked; and one along a short
-# outer dimension (a thread per line).
+# Scans along long innermost lines (a block per line): cumsum, cumprod, reversed, masked; lines of odd length (four
+# elements a thread, each guarded), one of them exclusive as KernelBench's 92 writes it; and one along a short outer
+# dimension (a thread per line).
 SCANS = problem("""
 rc = torch.flip(torch.cumsum(torch.flip(x, [1]), dim=1), [1])
+exclusive = torch.cat((torch.zeros_like(x[:, :1]), torch.cumsum(x[:, :-1], dim=1)), dim=1)
 pieces = [torch.cumsum(x, dim=1), torch.cumprod(1.0 + 0.001 * x, dim=1), rc, torch.cumsum(x * (x > 0), dim=1),
-          torch.cumsum(x, dim=0)]
+          torch.cumsum(x, dim=0), exclusive, torch.cumprod(1.0 + 0.001 * x[:, 1:], dim=1)]
 return torch.cat([p.flatten() for p in pieces])
 """, "x|torch.randn(6, 3000)")
 

@@ -83,6 +83,14 @@ def test_rows_not_a_multiple_of_four_long_take_four_elements_of_the_flat_index_p
     assert "*reinterpret_cast<float4*>(&q0[i * 4LL]) = make_float4(" in source and "ks_vec" in source
 
 
+def test_a_scan_along_lines_of_odd_length_takes_four_elements_a_thread_each_guarded(evaluator):
+    plan = _graph(evaluator, problem("return torch.cumsum(x[:, 1:], dim=1)", "x|torch.randn(6, 3000)"))
+    first, _, last = variants(plan, "cuda")
+    source = candidate_source(plan, first, "cuda")
+    assert "a1 = a0 + a1;" in source and "if (s + 3 < 2999LL) ks_st(" in source
+    assert "float4" not in source  # the lines start at odd offsets: scalar loads, four a thread
+    assert "a1 = a0 + a1;" not in candidate_source(plan, last, "cuda")  # the scalar variant keeps a tile of one each
+
 # Rows of 4095: the four elements of a group straddle rows (gcodegen's flat float4 groups).
 FLAT = problem("return torch.relu(a) * b[:, :1]", "a, b|torch.randn(64, 4095), torch.randn(64, 4095)")
 # The vectorized variants judged by the engine on the GPU, each alone (the policy's own run would hide a rejected
