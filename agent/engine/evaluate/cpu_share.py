@@ -32,11 +32,22 @@ CALLS_TICK_SECONDS = 0.02
 
 
 def call_cores(rounds: list[tuple[tuple[float, float], tuple[float, float]]], threads: int) -> tuple[float, float]:
-    """(CPU seconds, wall seconds) of the calls alone over the rounds: each candidate batch less its own null batch,
-    the null's CPU credited up to `threads` cores over its own time (session.Outcome.cpu_rounds)."""
-    cpu = sum(c for (c, _), _null in rounds) - sum(min(c, threads * w) for _calls, (c, w) in rounds)
-    wall = sum(w for (_, w), _null in rounds) - sum(w for _calls, (_, w) in rounds)
-    return cpu, wall
+    """(CPU seconds, wall seconds) of the calls alone over the rounds (session.Outcome.cpu_rounds): the candidate's
+    batches less the harness, which is its own null batches' CPU time, credited up to `threads` cores over their time.
+
+    The harness's wall time inside the candidate's batches is taken as that CPU over `threads`, the least it can have
+    taken, not as the null batches' wall time: CPU time is what the same work costs under any load, while a null batch
+    the box preempted more than its candidate batch would have left a sliver of wall time to divide by (an honest
+    one-thread kernel read as several cores). So the calls' wall time is over-estimated if anything, and an honest
+    job on its threads reads at most `threads` cores, loaded or not.
+
+    A null batch's CPU time at or above its candidate batches' (the same harness plus the calls) is not the harness's:
+    the job burnt CPU there to take more off. Nothing is credited then, and the figure is the whole batches'."""
+    batches_cpu, batches_wall = sum(c for (c, _), _null in rounds), sum(w for (_, w), _null in rounds)
+    credit = min(sum(c for _calls, (c, _) in rounds), threads * sum(w for _calls, (_, w) in rounds))
+    if credit >= batches_cpu:
+        credit = 0.0
+    return batches_cpu - credit, batches_wall - credit / max(1, threads)
 
 
 def call_over_threads(rounds: list[tuple[tuple[float, float], tuple[float, float]]], threads: int) -> str | None:

@@ -61,6 +61,24 @@ def test_cpu_burnt_in_the_null_batches_takes_no_more_off_than_the_allowed_thread
     assert call_over_threads(burning, threads=1) is not None
 
 
+def test_null_batches_the_box_preempted_more_than_their_candidate_batches_do_not_make_an_honest_job_read_many_cores():
+    # Load that fell on the null batches only: 80 ms of harness CPU took 95 ms of wall there. Taking the nulls' wall
+    # time off left 5 ms of calls to divide 20 ms of CPU by (4 cores); their CPU time, the least wall time the harness
+    # can have taken, leaves the calls' 20 ms.
+    preempted = [((0.100, 0.100), (0.080, 0.095))] * 15
+    assert call_cores(preempted, threads=1) == pytest.approx((0.3, 0.3))
+    assert call_over_threads(preempted, threads=1) is None
+    slowed = [((0.100, 0.100), (0.080, 0.300))] * 15  # or slept in by the job: its null's CPU is what comes off
+    assert call_cores(slowed, threads=1) == pytest.approx((0.3, 0.3))
+
+
+def test_null_batches_burning_more_cpu_than_their_candidate_batches_are_credited_nothing():
+    # More CPU than the batch holding the same harness plus the calls: not the harness's. The figure is the whole
+    # batches' (here 1.11 cores: the whole-batch rule's reading), never less.
+    burning = [((0.100, 0.090), (0.120, 0.150))] * 15
+    assert call_cores(burning, threads=1) == pytest.approx((1.5, 1.35))
+
+
 def test_null_batches_cut_short_leave_the_harness_in_the_calls_figure():
     # A job that skips the harness's work in its null batches takes less off: the calls' figure is the whole batch's,
     # so it gains nothing over the whole-batch rule; on one honest thread it still reads one core.
