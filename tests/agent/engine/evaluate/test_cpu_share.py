@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.engine.evaluate import EvalConfig, Evaluator
-from agent.engine.evaluate.cpu_share import SLACK, call_cores, call_over_threads, over_threads
+from agent.engine.evaluate.cpu_share import CALLS_TICK_SECONDS, SLACK, call_cores, call_over_threads, over_threads
 from agent.engine.sandbox import Limits
 
 CORPUS = Path(__file__).resolve().parents[3] / "corpus"
@@ -117,3 +117,67 @@ def test_a_kernel_on_more_openmp_threads_than_allowed_is_rejected_and_a_one_thre
         assert greedy.timing.cpu_cores <= SLACK
         pytest.skip(f"the second core was busy: the exploit ran on {greedy.timing.cpu_cores:.2f} cores, nothing to catch")
     assert greedy.status.value == "rejected" and "cpu_over_threads" in greedy.flag_names(), greedy.message
+
+
+# A kept C++ worker thread, woken per call through a condition variable, computes the second half of the rows while
+# the calling thread does the first: two cores where eager had one, used only inside the calls.
+KEPT_WORKER = r"""
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+namespace {
+struct Rows { const float* xp; const float* bp; float* yp; int64_t lo, hi, cols; };
+void silu_rows(const Rows& r) {
+    for (int64_t i = r.lo; i < r.hi; ++i)
+        for (int64_t c = 0; c < r.cols; ++c) {
+            const float v = r.xp[i * r.cols + c], e = exp_nonpositive(-std::fabs(v)), inv = 1.0f / (1.0f + e);
+            r.yp[i * r.cols + c] = v * (v >= 0.0f ? inv : e * inv) + r.bp[c];
+        }
+}
+std::mutex mu;
+std::condition_variable cv;
+Rows job;
+bool pending = false, done = false, started = false;
+void serve() {
+    for (;;) {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [] { return pending; });
+        pending = false;
+        const Rows r = job;
+        lk.unlock();
+        silu_rows(r);
+        lk.lock();
+        done = true;
+        cv.notify_all();
+    }
+}
+}  // namespace
+"""
+KEPT_WORKER_CALL = """    if (!started) { std::thread(serve).detach(); started = true; }
+    { std::lock_guard<std::mutex> lk(mu); job = Rows{xp, bp, yp, rows / 2, rows, cols}; pending = true; done = false; }
+    cv.notify_all();
+    silu_rows(Rows{xp, bp, yp, 0, rows / 2, cols});
+    { std::unique_lock<std::mutex> lk(mu); cv.wait(lk, [] { return done; }); }
+"""
+
+
+@pytest.mark.slow
+def test_a_kept_worker_thread_woken_inside_each_call_is_rejected_by_the_calls_alone(tmp_path):
+    """Its whole batches read about 1.1 cores on the dev box, inside that reading's allowance (accepted by it alone);
+    the calls alone read 1.3 or more. As above, where another test worker holds the second core the exploit has no
+    extra core to use, its reading says so, and the test skips instead of passing."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: there is no extra core to use, nor to see used")
+    problem = (CORPUS / "problems" / "elementwise_silu_bias.py").read_text()
+    legit = (CORPUS / "candidates" / "legit_cpp_silu_bias.py").read_text()
+    loop = legit[legit.index("#pragma omp parallel for schedule(static)"):legit.index("    return y;")]
+    exploit = (legit.replace(loop, KEPT_WORKER_CALL).replace("torch::Tensor silu_bias(", KEPT_WORKER + "\ntorch::Tensor silu_bias(")
+               .replace("ks_legit_cpp_silu_bias", "ks_exploit_cpp_kept_worker"))
+    config = EvalConfig(device="cpu", compile_baseline=False, min_rounds=5, max_rounds=5, limits=Limits(wall_seconds=60))
+    with Evaluator(config, cache_root=tmp_path) as evaluator:
+        verdict = evaluator.evaluate(problem, exploit)
+    assert verdict.correct and verdict.timing is not None and verdict.timing.cpu_cores_calls is not None, verdict.message
+    if verdict.status.value == "accepted":
+        assert verdict.timing.cpu_cores_calls <= SLACK + CALLS_TICK_SECONDS / 0.1, verdict.timing
+        pytest.skip(f"the second core was busy: the worker ran on {verdict.timing.cpu_cores_calls:.2f} cores in the calls")
+    assert verdict.status.value == "rejected" and "cpu_over_threads" in verdict.flag_names(), verdict.message
