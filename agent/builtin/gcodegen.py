@@ -621,8 +621,7 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
         loop = f"for (long long j = 0; j < {reduced}LL; ++j)"
     body: list[str] = []
     if kind in ("sum", "mean", "prod", "amax", "amin", "any", "all"):
-        init = {"sum": "0.0f", "mean": "0.0f", "prod": "1.0f", "amax": "-INFINITY", "amin": "INFINITY",
-                "any": "0.0f", "all": "1.0f"}[kind]
+        init = _START[kind]
         lines, x = load("x")
         update = update_of(kind).format(x=x)
         # A thread summing a long reduction alone (the CPU's loops; a GPU thread per output) accumulates in double:
@@ -722,8 +721,10 @@ def _sliced_reduce(name: str, kind: str, load: Any, lines_o: list[str], outs: di
     slices = block // 32
     tiles = -(-outputs // 32)
     lines, x = load("x")
-    loop = ["#pragma unroll 4", f"for (long long j = ks_slice; j < {reduced}LL; j += {slices}LL) {{", *("    " + t for t in lines)]
-    is_max = "true" if kind in ("amax", "argmax") else "false"
+
+    def loop(start: str) -> list[str]:
+        return ["#pragma unroll 4", f"for (long long j = {start}; j < {reduced}LL; j += {slices}LL) {{",
+                *("    " + t for t in lines)]
     if kind in ("argmax", "argmin"):
         # A slice's indices only grow, so an element replaces the best so far where it is strictly better or the
         # first NaN: two selects, where ks_arg_merge's branches on both indices kept the loop at 0.66x of torch.compile
@@ -734,20 +735,19 @@ def _sliced_reduce(name: str, kind: str, load: Any, lines_o: list[str], outs: di
         first, x0 = load("f")
         better = ">" if kind == "argmax" else "<"
         accumulate = ["{", "    const long long j = ks_slice;", *("    " + t for t in first), f"    best = {x0}; at = j;", "}",
-                      loop[0], loop[1].replace("j = ks_slice;", f"j = ks_slice + {slices}LL;"), *loop[2:],
+                      *loop(f"ks_slice + {slices}LL"),
                       f"    const float v = {x};",
                       f"    const bool take = (v {better} best) || (v != v && best == best);",
                       "    best = take ? v : best; at = take ? j : at;", "}"]
         publish = "ks_sv[ks_slice][ks_lane] = best; ks_si[ks_slice][ks_lane] = at;"
-        combine = f"ks_arg_merge(best, at, ks_sv[s][ks_lane], ks_si[s][ks_lane], {is_max});"
+        combine = f"ks_arg_merge(best, at, ks_sv[s][ks_lane], ks_si[s][ks_lane], {'true' if kind == 'argmax' else 'false'});"
         write = _arg_writes(outs)
     else:
         # A slice summing more than LONG_REDUCTION elements accumulates in double, as a thread per output does.
         acc = "double" if kind in ("sum", "mean") and reduced // slices > LONG_REDUCTION else "float"
-        start = _START[kind]
-        init = f"{acc} acc = {start};"
+        init = f"{acc} acc = {_START[kind]};"
         shared = [f"__shared__ {acc} ks_sv[{slices}][32];"]
-        accumulate = [*loop, "    " + update_of(kind).format(x=x), "}"]
+        accumulate = [*loop("ks_slice"), "    " + update_of(kind).format(x=x), "}"]
         publish = "ks_sv[ks_slice][ks_lane] = acc;"
         combine = update_of(kind).format(x="ks_sv[s][ks_lane]")
         result = f"(float)(acc / {reduced}.0)" if kind == "mean" else "(float)acc"
@@ -793,7 +793,8 @@ def reduce_splits(outputs: int, reduced: int) -> int:
 
 
 # A reduction's starting value, before its first element.
-_START = {"sum": "0.0f", "mean": "0.0f", "amax": "-INFINITY", "amin": "INFINITY", "any": "0.0f", "all": "1.0f"}
+_START = {"sum": "0.0f", "mean": "0.0f", "prod": "1.0f", "amax": "-INFINITY", "amin": "INFINITY", "any": "0.0f",
+          "all": "1.0f"}
 
 
 def _arg_writes(outs: dict[str, tuple[str, Leaf]]) -> list[str]:

@@ -89,7 +89,6 @@ def judge(out: Outcome, cfg: EvalConfig, build: BuildInfo, compile_cached: dict[
     return verdict
 
 
-
 def _cpu_share(verdict: Verdict, out: Outcome, threads: int) -> None:
     """The candidate's cores on the CPU, whole batches and calls alone (cpu_share.py); more than allowed rejects."""
     if verdict.timing is not None:
@@ -100,6 +99,7 @@ def _cpu_share(verdict: Verdict, out: Outcome, threads: int) -> None:
     extra = over_threads(out.cpu_seconds, out.cpu_wall_seconds, threads) or call_over_threads(out.cpu_rounds, threads)
     if extra is not None:
         verdict.flags.append(Finding(Flag.CPU_OVER_THREADS, extra))
+
 
 def _failed(verdict: Verdict, out: Outcome, cfg: EvalConfig, job: JobResult) -> Verdict:
     kind, message = out.failure or ("runtime_error", "")
