@@ -175,6 +175,7 @@ class _Planner:
             if not isinstance(value, (Leaf, Expr)):
                 raise Unsupported("the model returns a value that is not a tensor")
             names.append(self._output(value, dtype, names))
+        _pieces_in_place(self.steps, self.buffers, names)
         if not any(isinstance(s, Kernel) for s in self.steps) and not any(isinstance(s, Library) for s in self.steps):
             raise Unsupported("the model computes nothing (it returns an input or a view of one)")
         if any(0 in self.buffers[n][0] for n in names):
@@ -706,6 +707,49 @@ class _Planner:
 
 
 # ----------------------------------------------------------------------------------- views
+
+# Producers that address their output through its view (offset and strides) on every path, so that they can write
+# straight into a slice of a concatenation.
+_IN_PLACE_KINDS = ("pointwise", "scan")
+
+
+def _pieces_in_place(steps: list[Step], buffers: dict[str, tuple[tuple[int, ...], str]], outputs: list[str]) -> None:
+    """A concatenation's piece that a kernel of ours computed into a buffer of its own, read by nothing else, is
+    computed straight into its slice of the concatenation: the copy goes, and the bytes move once (KernelBench's
+    92_cumsum_exclusive scans 32767 of each 32768 elements and prepends a zero: scan, copy and zero column moved 16 GB
+    where 8 suffice, at 0.54x of torch.compile on the H200)."""
+    for copy in [s for s in steps if isinstance(s, Kernel) and s.kind == "pointwise" and isinstance(s.source, Leaf)]:
+        piece, view = copy.source, copy.outputs[0][1]
+        writers = [s for s in steps if isinstance(s, Kernel) and any(leaf.source == piece.source for _, leaf in s.outputs)]
+        producer = writers[0] if len(writers) == 1 else None  # a buffer written in parts is another concatenation
+        if (producer is None or producer is copy or producer.kind not in _IN_PLACE_KINDS or len(producer.outputs) != 1
+                or "then" in producer.params or piece.source in outputs or view.source == piece.source
+                or piece.offset != 0 or piece.strides != contiguous(piece.shape)
+                or math.prod(piece.shape) != math.prod(buffers[piece.source][0])
+                or buffers[piece.source][1] != buffers[view.source][1]
+                or _reads(piece.source, [s for s in steps if s is not producer and s is not copy])):
+            continue
+        # The piece is the whole buffer in order, perhaps flattened: the producer writes the slice seen in its shape.
+        target = _reshaped(view, producer.outputs[0][1].shape)
+        if target is None:
+            continue
+        producer.outputs = [(producer.outputs[0][0], target)]
+        steps.remove(copy)
+        del buffers[piece.source]
+
+
+def _reads(buffer: str, values: Any) -> bool:
+    """Whether any Leaf of `buffer` appears anywhere in `values` (steps, their sources, outputs and parameters)."""
+    if isinstance(values, Leaf):
+        return values.source == buffer
+    if isinstance(values, (list, tuple)):
+        return any(_reads(buffer, v) for v in values)
+    if isinstance(values, dict):
+        return any(_reads(buffer, v) for v in values.values())
+    if hasattr(values, "__dataclass_fields__"):
+        return any(_reads(buffer, getattr(values, f)) for f in values.__dataclass_fields__)
+    return False
+
 
 def _const(value: float, shape: tuple[int, ...]) -> Leaf:
     return Leaf(f"const:{value!r}", shape, (0,) * len(shape))

@@ -284,7 +284,21 @@ def test_random_ops_are_refused_naming_the_op(evaluator):
         plan_graph(trace_graph(evaluator, source))
 
 
-@pytest.mark.parametrize("name, source", [("reductions", REDUCTIONS), ("windows", WINDOWS), ("half", HALF), ("fused", FUSED)])
+def test_a_concatenations_computed_pieces_are_written_in_place_not_copied(evaluator):
+    plan = make_plan(trace_graph(evaluator, SCANS), "cuda")
+    assert isinstance(plan, GraphPlan)
+    out = plan.outputs[0]
+    writers = [s for s in plan.kernels() if any(leaf.source == out for _, leaf in s.outputs)]
+    # Five scans write their slices of the result themselves; the reversed scan (read through a flip) and the
+    # exclusive one (itself a concatenation, written in two parts) are copied.
+    assert [s.kind for s in writers] == ["scan"] * 5 + ["pointwise"] * 2
+    exclusive = next(s for s in plan.kernels() if s.kind == "scan" and s.outputs[0][1].shape == (6, 2999)
+                     and s.outputs[0][1].source != out)
+    assert exclusive.outputs[0][1].offset == 1 and exclusive.outputs[0][1].strides == (3000, 1)
+
+
+@pytest.mark.parametrize("name, source", [("reductions", REDUCTIONS), ("windows", WINDOWS), ("half", HALF), ("fused", FUSED),
+                                          ("scans", SCANS)])
 def test_whole_graph_kernels_match_pytorch_on_the_cpu(evaluator, name, source):
     """The engine's verdict on the policy's CPU candidate (the optimize command around it: the tests below)."""
     plan = make_plan(trace_graph(evaluator, source))
