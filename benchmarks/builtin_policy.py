@@ -403,7 +403,23 @@ def state_line(level: int, problem: str, result: Result) -> Result:
             "status": result.get("status"), "verdict": (result.get("verdict") or {}).get("status"),
             **{key: _timing(result, key) for key in _KEPT}, "memory": ((result.get("verdict") or {}).get("memory") or {}).get("mode"),
             "stop_reason": " ".join(reason.split())[:400], "wall_seconds": result.get("process_seconds"),
-            "variant": submitted_variant(result), "tried": tried(result)}
+            "variant": submitted_variant(result), "tried": tried(result), "engine": engine_commit()}
+
+
+def engine_commit() -> str | None:
+    """The commit the measuring tree was at, so that a line says which engine and templates it measured: KS_ENGINE
+    where the tree travelled without its .git (the GPU box's copy; builtin_session.sh passes it on), else git's
+    HEAD, with "+changes" where the tree differs from it; None where neither says."""
+    if os.environ.get("KS_ENGINE"):
+        return os.environ["KS_ENGINE"]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                               text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+changes" if dirty else "") if head else None
 
 
 def tried(result: Result) -> list[dict[str, Any]]:

@@ -859,9 +859,11 @@ def _with_vec_flag(params: str, host: str, launch: str, pointers: list[str]) -> 
     return f"{params}, const bool ks_vec", f"{host}\n    const bool ks_vec = {aligned};", f"{launch}, ks_vec"
 
 
-def _vector_loop(lanes: _Lanes, start: str, end: str, update: str) -> list[str]:
-    """Elements start, start + 4 blockDim, ... below end (multiples of 4 apart from 0), four per thread each step."""
-    body = ["#pragma unroll 2", f"for (long long j = {start}; j < {end}; j += {WIDTH}LL * blockDim.x) {{",
+def _vector_loop(lanes: _Lanes, start: str, end: str, update: str, parts: int = 1) -> list[str]:
+    """Elements start, start + 4 parts blockDim, ... below end (multiples of 4 apart from 0), four per thread each
+    step (parts: how many blocks share the line, interleaved)."""
+    step = f"{WIDTH}LL * blockDim.x" if parts == 1 else f"{WIDTH * parts}LL * blockDim.x"
+    body = ["#pragma unroll 2", f"for (long long j = {start}; j < {end}; j += {step}) {{",
             *("    " + t for t in lanes.loads)]
     for lines, value in lanes.lanes:  # each update in a scope of its own (var_mean's declares its difference)
         body += ["    " + t for t in lines] + ["    { " + update.format(x=value) + " }"]
@@ -885,16 +887,18 @@ def _split_state(name: str, kind: str, outputs: int, splits: int) -> str:
 
 def _split_body(name: str, kind: str, load: Any, lines_o: list[str], outs: dict[str, tuple[str, Leaf]], outputs: int,
                 reduced: int, splits: int, correction: Any, lanes: _Lanes | None = None) -> str:
-    chunk = -(-reduced // splits)
-    if lanes is not None:  # every block's chunk starts at a multiple of the vector width
-        chunk = -(-chunk // WIDTH) * WIDTH
+    # The parts interleave, a tile of blockDim (four blockDim) elements each in turn, so that the blocks of an output
+    # sweep its elements together: on the H200 a sum over 2^30 pairs took 1.86 ms so against 2.06 ms in one contiguous
+    # chunk per block (1056 blocks of 256; torch.compile 1.89 ms; docs/benchmarks.md §14, session 29).
     lines, x = load("x")
-    loop = ["#pragma unroll 4", "for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x) {", *("    " + t for t in lines)]
+    loop = ["#pragma unroll 4", f"for (long long j = part * blockDim.x + threadIdx.x; j < {reduced}LL; "
+            f"j += {splits}LL * blockDim.x) {{", *("    " + t for t in lines)]
+    start = f"{WIDTH}LL * (part * blockDim.x + threadIdx.x)"
     at = "o * {S}LL + part".format(S=splits)
     read = "o * {S}LL + p".format(S=splits)
     is_max = "true" if kind in ("amax", "argmax") else "false"
     if kind == "var_mean":
-        vector = None if lanes is None else (lambda update: _vector_loop(lanes, f"lo + {WIDTH}LL * threadIdx.x", "hi", update))
+        vector = None if lanes is None else (lambda update: _vector_loop(lanes, start, f"{reduced}LL", update, splits))
         local, (t1, t2) = _shifted_sums(load, loop[:2], "float", vector)
         publish = [f"{name}_p1[{at}] = {t1}; {name}_p2[{at}] = {t2};"]
         gather = ["double a1 = 0.0, a2 = 0.0;",
@@ -920,7 +924,7 @@ def _split_body(name: str, kind: str, load: Any, lines_o: list[str], outs: dict[
                    "any": "acc = ks_block_pick(acc, true);", "all": "acc = -ks_block_pick(-acc, true);"}[kind]
         scalar = [*loop, "    " + update.format(x=x), "}"]
         if lanes is not None:
-            scalar = _either(_vector_loop(lanes, f"lo + {WIDTH}LL * threadIdx.x", "hi", update), scalar)
+            scalar = _either(_vector_loop(lanes, start, f"{reduced}LL", update, splits), scalar)
         local = [f"float acc = {init};", *scalar, combine]
         publish = [f"{name}_pv[{at}] = acc;"]
         gather = [f"acc = {init};", f"for (long long p = threadIdx.x; p < {splits}LL; p += blockDim.x) {{ "
@@ -928,7 +932,6 @@ def _split_body(name: str, kind: str, load: Any, lines_o: list[str], outs: dict[
         result = f"acc / (float){reduced}" if kind == "mean" else "acc"
         final = [f"ks_st({outs['value'][0]}, o, {result});"]
     body = [f"const long long o = b / {splits}LL, part = b % {splits}LL;", *lines_o,
-            f"const long long lo = part * {chunk}LL, hi = lo + {chunk}LL < {reduced}LL ? lo + {chunk}LL : {reduced}LL;",
             *local,
             "__shared__ bool last;",
             "if (threadIdx.x == 0) {", *("    " + t for t in publish),

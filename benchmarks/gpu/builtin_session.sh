@@ -3,7 +3,8 @@
 # state (benchmarks/results/builtin_kernelbench.jsonl, carried as var/builtin_state.jsonl) is copied into $OUT first, so
 # that every problem finished before the call's limit comes back; copy $OUT/state.jsonl over the repository's after.
 # Usage on the GPU box (carry .kb, the checkout's levels, and var/builtin_state.jsonl):
-#   bash benchmarks/gpu/builtin_session.sh SECONDS [PROBLEM_TO_MEASURE_AGAIN ...]
+#   KS_ENGINE=<commit> bash benchmarks/gpu/builtin_session.sh SECONDS [PROBLEM_TO_MEASURE_AGAIN ...]
+# KS_ENGINE: the commit of the tree sent (it travels without .git), written into every state line measured.
 # SECONDS: the call's limit less the prebuild (about 60 s) and a margin; no problem starts that the longest one so far
 # would carry past it (a 590 s call: 500).
 # On a box of several GPUs every GPU measures a problem of its own at once (GPUS: how many, default all of them);

@@ -3,6 +3,7 @@ optimize process, one state line per finished problem, a rerun that goes on wher
 per level over the planned problems. A small fixture of our own (public problems are never vendored), on the CPU."""
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -40,6 +41,10 @@ def test_it_runs_each_problem_once_resumes_from_its_state_and_reports_over_the_p
     (only,) = summed["tried"]
     assert only["status"] == "accepted" and only["candidate_ms"] > 0 and only["turn"] == 0, summed["tried"]
     assert only["speedup_vs_eager"] == pytest.approx(summed["speedup_vs_eager"]), summed
+    # Which engine measured it: the tree's commit (a checkout here; KS_ENGINE on a box whose copy has no .git).
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                          text=True).stdout.strip()
+    assert summed["engine"] is not None and summed["engine"].split("+")[0] == head, summed["engine"]
     lines = run_kernelbench(tmp_path, [1], device="cpu", max_turns=2, timeout=600, state=state)
     assert [line["problem"] for line in lines] == ["1_Sum_over_rows", "2_Sort"] == [r["problem"] for r in read_state(state)]
     sort = lines[1]
