@@ -143,6 +143,12 @@ def offset_expr(leaf: Leaf, coords: tuple[str, ...]) -> str:
     return " + ".join(terms) or "0"
 
 
+def trailing_offset_expr(leaf: Leaf, coords: tuple[str, ...]) -> str:
+    """offset_expr of a leaf read under broadcasting: a leaf of fewer dimensions than the kernel's coordinates takes
+    the trailing ones (a LayerNorm's [C, H, W] weight in an [N, C, H, W] kernel is read at (c, h, w), not (n, c, h))."""
+    return offset_expr(leaf, coords[len(coords) - len(leaf.shape):] if leaf.shape else ())
+
+
 def decompose(flat: str, shape: tuple[int, ...], prefix: str) -> tuple[list[str], tuple[str, ...]]:
     """Statements naming each coordinate of flat index `flat` (in [0, prod(shape))) in `shape` (row-major). Where
     every index fits in 32 bits the divisions are 32-bit: a 64-bit division by a constant is several multiplies, and a

@@ -20,7 +20,7 @@ import math
 from typing import Any, NamedTuple
 
 from agent.builtin import ops
-from agent.builtin.cexpr import Eval, decompose, offset_expr
+from agent.builtin.cexpr import Eval, decompose, offset_expr, trailing_offset_expr
 from agent.builtin.codegen import MODULE, Variant, state_init, tensor_expr
 from agent.builtin.graph import REMAPPING, GraphPlan, Kernel, Library, is_data
 from agent.builtin.layout import (CPP_FORMATS, TILE, TILE_ROWS, TO_CHANNELS_LAST, TO_CHANNELS_LAST_CUDA, channels_last,
@@ -527,7 +527,7 @@ def _pointwise(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda:
             return (*vc[:-1], f"({vc[-1]} + {lane})")
 
         def first(view: Leaf) -> str:
-            return offset_expr(view, vc)
+            return trailing_offset_expr(view, vc)
     lanes = _four_lanes(plan, step, types, reads, first, at, "v")
     vlines = [*index_lines, *lanes.loads]
     for lane, (lane_lines, value) in enumerate(lanes.lanes):
@@ -831,7 +831,7 @@ def _vector_lanes(plan: GraphPlan, step: Kernel, coords: tuple[str, ...], types:
     zero = tuple("0" if d in step.params["dims"] else c for d, c in enumerate(coords))
 
     def at_j(leaf: Leaf) -> str:
-        base = offset_expr(leaf, zero)
+        base = trailing_offset_expr(leaf, zero)
         return "j" if base == "0" else f"{base} + j"
     return _four_lanes(plan, step, types, reads, at_j, lambda _lane: zero, "x")
 
@@ -1134,7 +1134,7 @@ def _block_scan4(plan: GraphPlan, step: Kernel, name: str, variant: Variant, par
         return tuple(f"(s + {lane})" if n == at_s else c for n, c in enumerate(coords))
 
     def lanes_of(four_reads: list[Leaf]) -> _Lanes:
-        return _four_lanes(plan, step, types, four_reads, lambda r: offset_expr(r, lane_at(0)), lane_at, "x")
+        return _four_lanes(plan, step, types, four_reads, lambda r: trailing_offset_expr(r, lane_at(0)), lane_at, "x")
 
     def tile(lanes: _Lanes, vector: bool) -> list[str]:
         load = list(lanes.loads)

@@ -7,6 +7,7 @@ candidate whose parameters have other names starts from the same values), is a h
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any
@@ -106,7 +107,40 @@ def build_model(cls: Any, init_inputs: list[Any], seed: int, device: str) -> Any
         model = model.to(device)
     if hasattr(model, "eval"):
         model.eval()
+    if isinstance(model, torch.nn.Module):
+        vary_constants(model, seed)
     return model
+
+
+# How far a constant tensor's values move: a value c becomes c (1 + u), u in [-VARY, VARY) (a variance stays positive);
+# a zero becomes u ZERO_SPAN / VARY / 2, in [-0.1, 0.1).
+VARY = 0.25
+ZERO_SPAN = 0.2
+
+
+def vary_constants(model: torch.nn.Module, seed: int) -> None:
+    """Every floating parameter and buffer that its constructor filled with one value (a norm's weight of ones, its
+    bias and running mean of zeros, its running variance of ones; a scale parameter of ones) gets seeded values near
+    it. Judged only at those defaults, a kernel that ignores them is right there and wrong for every trained model: a
+    float4 path of the built-in policy read a LayerNorm's [C, H, W] weight at (n, c, h) and was accepted on the H200.
+    The values depend on the seed, the tensor's shape and value, and its rank among the constant tensors of that shape
+    and value (parameters, then buffers, in the order the module registers them): a candidate whose parameters have
+    other names, built under the same seed, draws the same values where it declares them in the same order."""
+    rank: dict[tuple[tuple[int, ...], float], int] = {}
+    with torch.no_grad():
+        for tensor in [*model.parameters(), *model.buffers()]:
+            if not tensor.is_floating_point() or tensor.numel() == 0 or tensor.is_meta:
+                continue
+            value = float(tensor.reshape(-1)[0])
+            if not math.isfinite(value) or not bool((tensor == value).all()):
+                continue
+            key = (tuple(tensor.shape), value)
+            rank[key] = rank.get(key, -1) + 1
+            digest = hashlib.sha256(repr((seed, key, rank[key])).encode()).digest()
+            generator = torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
+            u = torch.rand(tuple(tensor.shape), generator=generator, dtype=torch.float64) * (2 * VARY) - VARY
+            varied = value * (1.0 + u) if value != 0.0 else u * (ZERO_SPAN / (2 * VARY))
+            tensor.copy_(varied.to(tensor.dtype))
 
 
 def set_up(problem: ModuleType, plan: TrialPlan, device: str) -> ProblemSetup:
