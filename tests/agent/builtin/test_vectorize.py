@@ -72,6 +72,27 @@ def test_a_pointwise_kernel_writes_four_elements_per_thread_with_float4_where_al
     assert "float4" not in candidate_source(odd, variants(odd, "cuda")[0], "cuda")
 
 
+def test_a_float4_read_of_a_broadcast_operand_of_fewer_dimensions_takes_the_trailing_coordinates(evaluator):
+    # A LayerNorm's [C, H, W] weight in an [N, C, H, W] kernel: read at (c, h, w). At (n, c, h) it was accepted on
+    # the H200 while the engine judged norms at their default weights of ones and biases of zeros.
+    plan = _graph(evaluator, problem("return F.layer_norm(x, (8, 16, 32), self.w, self.b)", "x|torch.randn(4, 8, 16, 32)",
+                                     members="self.w = nn.Parameter(torch.rand(8, 16, 32))\n"
+                                             "self.b = nn.Parameter(torch.rand(8, 16, 32))"))
+    normalize = next(k for k in plan.kernels() if k.kind == "pointwise")
+    assert normalize.shape == (4, 8, 16, 32)
+    source = candidate_source(plan, variants(plan, "cuda")[0], "cuda")
+    loads = [line.strip() for line in source.splitlines() if "const float4 ks_w" in line]
+    # x's loads name the batch (c0, or the statistics kernel's k0); the weight's and bias's must not.
+    weights = [load for load in loads if "c0" not in load and "k0" not in load]
+    assert len(weights) == 2 and all(w.endswith("[c1 * 512LL + c2 * 32LL + c3]);") for w in weights), loads
+    # The same in a reduction's lanes: a row's weights are read at j, whatever the row (k0).
+    plan = _graph(evaluator, problem("return (a * self.w).sum(dim=-1)", "a|torch.randn(64, 4096)",
+                                     members="self.w = nn.Parameter(torch.rand(4096))"))
+    source = candidate_source(plan, variants(plan, "cuda")[0], "cuda")
+    loads = [line.strip() for line in source.splitlines() if "const float4 ks_w" in line]
+    assert any(load.endswith("[j]);") for load in loads) and any("k0 * 4096LL + j" in load for load in loads), loads
+
+
 def test_rows_not_a_multiple_of_four_long_take_four_elements_of_the_flat_index_per_thread(evaluator):
     plan = _graph(evaluator, FLAT)
     source = candidate_source(plan, variants(plan, "cuda")[0], "cuda")
