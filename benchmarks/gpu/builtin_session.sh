@@ -1,7 +1,8 @@
 #!/bin/bash
 # The built-in policy over a KernelBench checkout at its own sizes, one device call's worth (issue 23), resumable: the
 # state (benchmarks/results/builtin_kernelbench.jsonl, carried as var/builtin_state.jsonl) is copied into $OUT first, so
-# that every problem finished before the call's limit comes back; copy $OUT/state.jsonl over the repository's after.
+# that every problem finished before the call's limit comes back; merge it into the repository's after with
+# `python benchmarks/merge_state.py FILES_AT` (the lines this call measured, and no other).
 # Usage on the GPU box (carry .kb, the checkout's levels, and var/builtin_state.jsonl):
 #   KS_ENGINE=<commit> bash benchmarks/gpu/builtin_session.sh SECONDS [PROBLEM_TO_MEASURE_AGAIN ...]
 # KS_ENGINE: the commit of the tree sent (it travels without .git), written into every state line measured.
@@ -18,6 +19,9 @@ for again in "$@"; do  # measured again: its line goes
   grep -v "\"problem\": \"$again\"" "$OUT/state.jsonl" > "$OUT/state.tmp"; mv "$OUT/state.tmp" "$OUT/state.jsonl"
 done
 echo "state: $(wc -l < "$OUT/state.jsonl") problems"
+# Every line after this one is this call's own measurement, whatever cuts the call short: benchmarks/merge_state.py
+# takes only those into the repository's state, so a call that started from an older copy reverts nothing.
+wc -l < "$OUT/state.jsonl" > "$OUT/state.base"
 gpus=${GPUS:-$(nvidia-smi -L | grep -c '^GPU')}
 echo "GPUs: $gpus ($(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs))"
 PYTHONPATH=$PWD python3 benchmarks/builtin_policy.py .kb --run --levels 1,2 --device cuda --max-turns 8 --timeout 300 \
