@@ -456,13 +456,16 @@ def run_markdown(lines: list[Result], host: str) -> str:
         means = [_num(_geomean([r[k] for r in good if r[k] is not None]), 2, "x")
                  for k in ("speedup_vs_best", "speedup_vs_eager", "speedup_vs_compile")]
         out.append(f"| {level} | {len(mine)} | {len(planned)} | {share} | {' | '.join(means)} |")
-    out += ["", "| level | problem | outcome | vs best | vs eager | vs torch.compile | SOL | memory | s | GPU |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    # engine: the commit that measured the line ("—" for lines older than the field): figures from older templates
+    # stand until their problem is measured again.
+    out += ["", "| level | problem | outcome | vs best | vs eager | vs torch.compile | SOL | memory | s | GPU | engine |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in lines:
         sol = None if r["sol_fraction"] is None else 100 * r["sol_fraction"]
         out.append(f"| {r['level']} | {r['problem']} | {_cell(_outcome(r))} | {_num(r['speedup_vs_best'], 2, 'x')} "
                    f"| {_num(r['speedup_vs_eager'], 2, 'x')} | {_num(r['speedup_vs_compile'], 2, 'x')} "
-                   f"| {_num(sol, 0, '%')} | {r['memory'] or '—'} | {_num(r['wall_seconds'], 0)} | {r.get('gpu') or '—'} |")
+                   f"| {_num(sol, 0, '%')} | {r['memory'] or '—'} | {_num(r['wall_seconds'], 0)} | {r.get('gpu') or '—'} "
+                   f"| {r.get('engine') or '—'} |")
     return "\n".join(out) + f"\n\nmachine: {host}\n"
 
 

@@ -52,6 +52,7 @@ def test_it_runs_each_problem_once_resumes_from_its_state_and_reports_over_the_p
     report = run_markdown(lines, "test machine")
     assert "| 1 | 2 | 1 | 1 (100%) |" in report, report
     assert "| 1 | 2_Sort | not planned: " in report
+    assert f"| {summed['engine']} |" in report.split("| 1 | 1_Sum_over_rows |")[1].splitlines()[0], report
 
 
 def test_no_problem_starts_that_the_longest_so_far_would_carry_past_the_budget(
