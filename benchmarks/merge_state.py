@@ -22,6 +22,9 @@ Line = dict[str, Any]
 
 def measured_lines(call: Path) -> list[Line]:
     """The lines the call appended after its starting state."""
+    if not (call / "state.jsonl").exists():
+        raise SystemExit(f"{call} holds no state.jsonl: give the folder a device call of builtin_session.sh returned "
+                         "(the run tool's files_at)")
     base_file = call / "state.base"
     if not base_file.exists():
         raise SystemExit(f"{base_file} is missing: this call's state does not say where its own lines start "

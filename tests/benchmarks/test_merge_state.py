@@ -40,3 +40,5 @@ def test_a_call_that_does_not_say_where_its_lines_start_is_refused_with_what_to_
     with pytest.raises(SystemExit, match="state.base is missing"):
         main([str(call), "--into", str(into)])
     assert json.loads(into.read_text()) == _line("A", 0.6)
+    with pytest.raises(SystemExit, match="holds no state.jsonl"):
+        main([str(tmp_path / "elsewhere"), "--into", str(into)])
