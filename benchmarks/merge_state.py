@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.builtin_policy import read_state  # noqa: E402
+
 STATE = ROOT / "benchmarks" / "results" / "builtin_kernelbench.jsonl"
 
 Line = dict[str, Any]
@@ -29,9 +33,7 @@ def measured_lines(call: Path) -> list[Line]:
     if not base_file.exists():
         raise SystemExit(f"{base_file} is missing: this call's state does not say where its own lines start "
                          "(it predates state.base); merge its lines by hand, problem by problem")
-    base = int(base_file.read_text().strip())
-    lines = [text for text in (call / "state.jsonl").read_text().splitlines() if text.strip()]
-    return [json.loads(text) for text in lines[base:]]
+    return read_state(call / "state.jsonl")[int(base_file.read_text().strip()):]
 
 
 def merge(into: list[Line], measured: list[Line]) -> tuple[list[Line], list[str]]:
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("call", type=Path, help="the call's returned folder (state.jsonl and state.base)")
     parser.add_argument("--into", type=Path, default=STATE)
     args = parser.parse_args(argv)
-    into = [json.loads(text) for text in args.into.read_text().splitlines() if text.strip()] if args.into.exists() else []
+    into = read_state(args.into)
     merged, changes = merge(into, measured_lines(args.call))
     args.into.write_text("".join(json.dumps(line) + "\n" for line in merged))
     print("\n".join(changes) or "the call measured nothing", file=sys.stderr)

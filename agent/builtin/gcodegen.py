@@ -862,8 +862,7 @@ def _with_vec_flag(params: str, host: str, launch: str, pointers: list[str]) -> 
 def _vector_loop(lanes: _Lanes, start: str, end: str, update: str, parts: int = 1) -> list[str]:
     """Elements start, start + 4 parts blockDim, ... below end (multiples of 4 apart from 0), four per thread each
     step (parts: how many blocks share the line, interleaved)."""
-    step = f"{WIDTH}LL * blockDim.x" if parts == 1 else f"{WIDTH * parts}LL * blockDim.x"
-    body = ["#pragma unroll 2", f"for (long long j = {start}; j < {end}; j += {step}) {{",
+    body = ["#pragma unroll 2", f"for (long long j = {start}; j < {end}; j += {WIDTH * parts}LL * blockDim.x) {{",
             *("    " + t for t in lanes.loads)]
     for lines, value in lanes.lanes:  # each update in a scope of its own (var_mean's declares its difference)
         body += ["    " + t for t in lines] + ["    { " + update.format(x=value) + " }"]

@@ -717,38 +717,57 @@ def _pieces_in_place(steps: list[Step], buffers: dict[str, tuple[tuple[int, ...]
     """A concatenation's piece that a kernel of ours computed into a buffer of its own, read by nothing else, is
     computed straight into its slice of the concatenation: the copy goes, and the bytes move once (KernelBench's
     92_cumsum_exclusive scans 32767 of each 32768 elements and prepends a zero: scan, copy and zero column moved 16 GB
-    where 8 suffice, at 0.54x of torch.compile on the H200)."""
-    for copy in [s for s in steps if isinstance(s, Kernel) and s.kind == "pointwise" and isinstance(s.source, Leaf)]:
+    where 8 suffice, at 0.54x of torch.compile on the H200). Who writes and who names each buffer is indexed once:
+    DenseNet201's hundreds of concatenations took a second to plan when every copy walked every step."""
+    named: dict[str, list[int]] = {}  # buffer -> the steps naming it anywhere (read, written, in a parameter)
+    writers: dict[str, list[int]] = {}
+    for i, step in enumerate(steps):
+        for buffer in _buffers_named(step, set()):
+            named.setdefault(buffer, []).append(i)
+        if isinstance(step, Kernel):
+            for buffer in {leaf.source for _, leaf in step.outputs}:
+                writers.setdefault(buffer, []).append(i)
+    gone: set[int] = set()
+    for c, copy in enumerate(steps):
+        if not (isinstance(copy, Kernel) and copy.kind == "pointwise" and isinstance(copy.source, Leaf)):
+            continue
         piece, view = copy.source, copy.outputs[0][1]
-        writers = [s for s in steps if isinstance(s, Kernel) and any(leaf.source == piece.source for _, leaf in s.outputs)]
-        producer = writers[0] if len(writers) == 1 else None  # a buffer written in parts is another concatenation
-        if (producer is None or producer is copy or producer.kind not in _IN_PLACE_KINDS or len(producer.outputs) != 1
-                or "then" in producer.params or piece.source in outputs or view.source == piece.source
-                or piece.offset != 0 or piece.strides != contiguous(piece.shape)
+        written = writers.get(piece.source, [])
+        p = written[0] if len(written) == 1 else None  # a buffer written in parts is another concatenation
+        producer = steps[p] if p is not None else None
+        if (producer is None or p == c or not isinstance(producer, Kernel) or producer.kind not in _IN_PLACE_KINDS
+                or len(producer.outputs) != 1 or "then" in producer.params or piece.source in outputs
+                or view.source == piece.source or piece.offset != 0 or piece.strides != contiguous(piece.shape)
                 or math.prod(piece.shape) != math.prod(buffers[piece.source][0])
                 or buffers[piece.source][1] != buffers[view.source][1]
-                or _reads(piece.source, [s for s in steps if s is not producer and s is not copy])):
+                or any(i not in (p, c) for i in named.get(piece.source, []))):
             continue
         # The piece is the whole buffer in order, perhaps flattened: the producer writes the slice seen in its shape.
         target = _reshaped(view, producer.outputs[0][1].shape)
         if target is None:
             continue
         producer.outputs = [(producer.outputs[0][0], target)]
-        steps.remove(copy)
+        gone.add(c)
         del buffers[piece.source]
+        writers[view.source] = [p if i == c else i for i in writers[view.source]]
+        named[view.source] = [p if i == c else i for i in named[view.source]]
+    steps[:] = [step for i, step in enumerate(steps) if i not in gone]
 
 
-def _reads(buffer: str, values: Any) -> bool:
-    """Whether any Leaf of `buffer` appears anywhere in `values` (steps, their sources, outputs and parameters)."""
-    if isinstance(values, Leaf):
-        return values.source == buffer
-    if isinstance(values, (list, tuple)):
-        return any(_reads(buffer, v) for v in values)
-    if isinstance(values, dict):
-        return any(_reads(buffer, v) for v in values.values())
-    if hasattr(values, "__dataclass_fields__"):
-        return any(_reads(buffer, getattr(values, f)) for f in values.__dataclass_fields__)
-    return False
+def _buffers_named(value: Any, found: set[str]) -> set[str]:
+    """The buffers whose Leaves appear anywhere in `value` (a step, its source, outputs and parameters)."""
+    if isinstance(value, Leaf):
+        found.add(value.source)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _buffers_named(v, found)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _buffers_named(v, found)
+    elif hasattr(value, "__dataclass_fields__"):
+        for f in value.__dataclass_fields__:
+            _buffers_named(getattr(value, f), found)
+    return found
 
 
 def _const(value: float, shape: tuple[int, ...]) -> Leaf:

@@ -113,9 +113,9 @@ def build_model(cls: Any, init_inputs: list[Any], seed: int, device: str) -> Any
 
 
 # How far a constant tensor's values move: a value c becomes c (1 + u), u in [-VARY, VARY) (a variance stays positive);
-# a zero becomes u ZERO_SPAN / VARY / 2, in [-0.1, 0.1).
+# a zero becomes a value in [-ZERO_VARY, ZERO_VARY).
 VARY = 0.25
-ZERO_SPAN = 0.2
+ZERO_VARY = 0.1
 
 
 def vary_constants(model: torch.nn.Module, seed: int) -> None:
@@ -139,7 +139,7 @@ def vary_constants(model: torch.nn.Module, seed: int) -> None:
             digest = hashlib.sha256(repr((seed, key, rank[key])).encode()).digest()
             generator = torch.Generator().manual_seed(int.from_bytes(digest[:8], "little"))
             u = torch.rand(tuple(tensor.shape), generator=generator, dtype=torch.float64) * (2 * VARY) - VARY
-            varied = value * (1.0 + u) if value != 0.0 else u * (ZERO_SPAN / (2 * VARY))
+            varied = value * (1.0 + u) if value != 0.0 else u * (ZERO_VARY / VARY)
             tensor.copy_(varied.to(tensor.dtype))
 
 
