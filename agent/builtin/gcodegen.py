@@ -1054,6 +1054,11 @@ def _scan(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool
     ev = Eval(plan, _bases(step), "x", types)
     value = ev.at(step.source, tuple(coords))
     out, leaf = _outputs(step)["value"]
+    tile = aten_scan_tile(count, shape[dim]) if cuda and dim == len(shape) - 1 and kind == "prod" and count > 1 \
+        and plan.buffers[leaf.source][1] == "float32" else None
+    if tile is not None:
+        return _eager_order_scan(step, name, variant, params, host, launch, lines, ev, value, out,
+                                 offset_expr(leaf, tuple(coords)), count, tile)
     if cuda and dim == len(shape) - 1 and shape[dim] >= _BLOCK_SCAN_MIN:
         if variant.vec == WIDTH:
             return _block_scan4(plan, step, name, variant, params, host, launch, types, lines, tuple(coords), out, leaf,
@@ -1090,6 +1095,67 @@ def _block_scan(step: Kernel, name: str, variant: Variant, params: str, host: st
             f"    carry = carry {op} wsum[warps - 1];",
             "    __syncthreads();  // wsum is written again by the next tile", "}"]
     return _block_per_line(name, params, host, launch, body, count, variant.block)
+
+
+# A float32 product scan along the innermost dimension takes eager's own order of multiplications. A product's rounding
+# does not depend on the order, but its overflow does: a prefix that overflows in one bracketing can stay finite in
+# another, and the engine's scaled trials reach float32's range (KernelBench's 90_cumprod: 11 of 2^30 elements inf in
+# eager and finite in a float4 tile scan). ATen (ScanUtils.cuh, tensor_kernel_scan_innermost_dim) scans each line in
+# tiles of 2 * 2^log_x elements: the carry of the tiles before multiplies the tile's first element, then a Sklansky
+# network (at stage s, every element with bit s of its index set multiplies by the last element of the half-block below
+# it), the tile's last element the next carry. The same network here: stages inside a warp by shuffles, across the
+# tile's warps through shared memory; a line per tile-wide group of threads, four tiles' loads issued at once.
+_SCAN_UNROLL = 4
+
+
+def aten_scan_tile(lines: int, length: int) -> int | None:
+    """Elements per tile of eager's innermost-dimension scan (get_log_num_threads_x_inner_scan), or None where
+    PyTorch's versions differ: an unsigned wrap-around when the lines outnumber the length by 2^9 and more."""
+    log_x = 9 + (length - 1).bit_length() - (lines - 1).bit_length()
+    if log_x < 0:
+        return None
+    return 2 << min(max(4, log_x // 2), 9)
+
+
+def _eager_order_scan(step: Kernel, name: str, variant: Variant, params: str, host: str, launch: str,
+                      lines: list[str], ev: Eval, value: str, out: str, offset: str, count: int, tile: int) -> str:
+    length, op, init = step.shape[-1], "*", "1.0f"
+    rows = max(1, variant.block // tile)  # lines per block, as ATen's blockDim.y
+    warps = tile // 32
+    body = [f"const int lane = threadIdx.x & 31, e = threadIdx.x & {tile - 1}, row = threadIdx.x / {tile}, "
+            "w = e >> 5;"]
+    if warps > 1:
+        body.append(f"__shared__ float tot[2][{rows * warps}];  // each warp's last element; two, by tile parity")
+    body += [f"for (long long first = (long long)blockIdx.x * {rows}; first < {count}LL; "
+             f"first += (long long)gridDim.x * {rows}) {{",
+             "    const long long i = first + row;",
+             f"    const bool live = i < {count}LL;  // every thread takes part in the shuffles and barriers",
+             *("    " + t for t in lines),
+             f"    float carry = {init};",
+             f"    for (long long base = 0; base < {length}LL; base += {_SCAN_UNROLL * tile}LL) {{"]
+    for u in range(_SCAN_UNROLL):
+        body += [f"        float v{u} = {init};",
+                 f"        {{ const long long s = base + {u * tile} + e; if (live && s < {length}LL) {{",
+                 *("            " + t for t in ev.lines), f"            v{u} = {value};", "        } }"]
+    for u in range(_SCAN_UNROLL):
+        stages = [f"if (e == 0) v = v {op} carry;",
+                  f"for (int o = 1; o < {min(tile, 32)}; o <<= 1) {{",
+                  "    const float n = __shfl_sync(0xffffffffu, v, (lane & ~(2 * o - 1)) | (o - 1));",
+                  f"    if (lane & o) v = v {op} n;", "}"]
+        if warps > 1:
+            t = f"tot[{u % 2}][row * {warps} + "
+            stages += [f"if (lane == 31) {t}w] = v;", "__syncthreads();",
+                       f"for (int o = 1; o < {warps}; o <<= 1) {{",
+                       f"    if (w & o) {{ v = v {op} {t}((w & ~(2 * o - 1)) | (o - 1))]; if (lane == 31) {t}w] = v; }}",
+                       "    __syncthreads();", "}",
+                       f"carry = {t}{warps - 1}];"]
+        else:
+            stages.append("carry = __shfl_sync(0xffffffffu, v, 31);")
+        stages += [f"{{ const long long s = base + {u * tile} + e; if (live && s < {length}LL) ks_st({out}, {offset}, v); }}"]
+        body += [f"        if (base + {u * tile} < {length}LL) {{  // the same for every thread of the block",
+                 f"            float v = v{u};", *("            " + t for t in stages), "        }"]
+    body += ["    }", "}"]
+    return _wrap(name, params, host, launch, _body(body, 4), True, -(-count // rows), rows * tile)
 
 
 def _scan_threads(op: str, init: str, before_barrier: list[str]) -> list[str]:

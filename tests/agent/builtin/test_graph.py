@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.builtin.gcodegen import CUDA_HEAD, fused_steps, fusible
+from agent.builtin.gcodegen import CUDA_HEAD, aten_scan_tile, fused_steps, fusible
 from agent.builtin.graph import GraphPlan, Kernel, Library, plan_graph
 from agent.builtin.layout import _kernel_leaves
 from agent.builtin.lower import Unsupported
@@ -100,6 +100,14 @@ pieces = [torch.cumsum(x, dim=1), torch.cumprod(1.0 + 0.001 * x, dim=1), rc, tor
           torch.cumsum(x, dim=0), exclusive, torch.cumprod(1.0 + 0.001 * x[:, 1:], dim=1)]
 return torch.cat([p.flatten() for p in pieces])
 """, "x|torch.randn(6, 3000)")
+
+# Float32 product scans along lines of four of eager's tile widths (ATen picks 32, 64, 256 and 1024 elements here from
+# the line count and length) on factors in [0, 4): most lines overflow to inf partway, at a place that depends on the
+# order of the multiplications, so only eager's own order matches eager there.
+PRODUCTS = problem("""
+return torch.cat([torch.cumprod(t, dim=1).flatten() for t in (a, b, c, d)])
+""", "a, b, c, d|torch.rand(4096, 40) * 4.0, torch.rand(512, 777) * 4.0, torch.rand(64, 3000) * 4.0, "
+     "torch.rand(8, 20000) * 4.0")
 
 # Norms with enough groups for a block each (no split): the variance from one read of shifted sums, on inputs whose
 # mean is far from zero (where sum-of-squares-minus-square-of-sum cancels).
@@ -284,6 +292,22 @@ def test_random_ops_are_refused_naming_the_op(evaluator):
         plan_graph(trace_graph(evaluator, source))
 
 
+def test_float32_product_scans_on_a_gpu_take_eagers_tile_and_order(evaluator):
+    # ATen's get_log_num_threads_x_inner_scan: (9 + ceil(log2 length) - ceil(log2 lines)) // 2, in [4, 9], doubled.
+    assert [aten_scan_tile(lines, length) for lines, length in ((4096, 40), (512, 777), (64, 3000), (8, 20000),
+                                                                  (32768, 32768))] == [32, 64, 256, 1024, 32]
+    assert aten_scan_tile(4096, 4) is None  # where PyTorch's versions differ (an unsigned wrap-around in older ones)
+    plan = make_plan(trace_graph(evaluator, PRODUCTS), "cuda")
+    for variant in variants(plan, "cuda"):
+        source = candidate_source(plan, variant, "cuda")
+        for tile in (32, 64, 256, 1024):
+            assert f"e = threadIdx.x & {tile - 1}" in source, (variant.label, tile)
+        assert "if (e == 0) v = v * carry;" in source  # the carry multiplies the tile's first element, then the network
+    sums = candidate_source(make_plan(trace_graph(evaluator, SCANS), "cuda"), variants(plan, "cuda")[0], "cuda")
+    # SCANS's two products (one kernel each); its sums keep the float4 block scans
+    assert sums.count("every thread takes part in the shuffles") == 2 and "float4" in sums
+
+
 def test_a_concatenations_computed_pieces_are_written_in_place_not_copied(evaluator):
     plan = make_plan(trace_graph(evaluator, SCANS), "cuda")
     assert isinstance(plan, GraphPlan)
@@ -327,6 +351,10 @@ def test_column_reductions_match_pytorch_on_the_cpu(evaluator):
 @pytest.mark.parametrize("name, source", [("columns", COLUMNS), ("long_columns", LONG_COLUMNS)])
 def test_every_variant_of_the_sliced_column_reductions_is_accepted_on_the_gpu(evaluator, name, source):
     assert_every_cuda_variant_accepted(evaluator, source)
+
+
+def test_every_variant_of_the_product_scans_matches_eager_overflow_included_on_the_gpu(evaluator):
+    assert_every_cuda_variant_accepted(evaluator, PRODUCTS)
 
 
 @pytest.mark.parametrize("name, source", [("split", SPLIT), ("scans", SCANS), ("norms", NORMS), ("fused", FUSED)])
@@ -390,7 +418,8 @@ def test_every_template_family_compiles_with_nvcc(evaluator):
         pytest.skip("needs nvcc (the CUDA toolkit) to compile the CUDA templates")
     sources = {}
     for name, source in [("reductions", REDUCTIONS), ("windows", WINDOWS), ("half", HALF), ("split", SPLIT),
-                         ("scans", SCANS), ("fused", FUSED), ("columns", COLUMNS), ("conv_epilogue", CONV_EPILOGUE),
+                         ("scans", SCANS), ("products", PRODUCTS), ("fused", FUSED), ("columns", COLUMNS),
+                         ("conv_epilogue", CONV_EPILOGUE),
                          ("conv_pointwise", CONV_POINTWISE), ("conv3d_pointwise", CONV3D_POINTWISE)]:
         plan = make_plan(trace_graph(evaluator, source), "cuda")
         assert isinstance(plan, GraphPlan) and {k.kind for k in plan.kernels()} <= {"pointwise", "reduce", "pool", "scan"}
