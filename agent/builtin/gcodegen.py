@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from agent.builtin import ops
 from agent.builtin.cexpr import Eval, decompose, offset_expr, trailing_offset_expr
@@ -201,11 +201,14 @@ def graph_source(plan: GraphPlan, variant: Variant, device: str) -> str:
         plan = channels_last(plan)
     parts = [CUDA_HEAD if cuda else _CPU_HEAD]
     names = []
-    steps = fused_steps(plan, cuda)
+    # The scalar variant keeps a kernel per reduction: a problem the joined sums do not suit still has one to accept.
+    steps = fused_steps(plan, cuda, siblings=variant.vec == WIDTH)
     for n, step in enumerate(steps):
         if isinstance(step, Kernel):
             parts.append(_kernel(plan, step, f"k{n}", variant, cuda))
             names.append(f"k{n}")
+    if any("const int ks_lane = threadIdx.x & 31;" in part for part in parts[1:]):
+        parts.insert(1, WARP_COMBINES)
     converts = cuda and variant.layout == "channels_last" and bool(layout_convolutions(plan))
     if converts:
         parts.append(TO_CHANNELS_LAST_CUDA)
@@ -313,11 +316,15 @@ def _leaves(value: Any, found: list[Leaf]) -> list[Leaf]:
 
 
 def _bases(step: Kernel) -> list[str]:
-    """The buffers a kernel reads: its source's, and a fused epilogue's but for the reduction's own results."""
+    """The buffers a kernel reads: its source's and its sibling reductions', and a fused epilogue's but for the
+    reduction's own results."""
     out: list[str] = []
     then = step.params.get("then")
     made = {leaf.source for _, leaf in step.outputs}
-    for leaf in _leaves(step.source, []) + (_leaves(then.source, []) if then is not None else []):
+    leaves = _leaves(step.source, [])
+    for sibling in step.params.get("siblings", ()):
+        leaves += _leaves(sibling.source, [])
+    for leaf in leaves + (_leaves(then.source, []) if then is not None else []):
         if leaf.source not in out and leaf.source not in made:
             out.append(leaf.source)
     return out
@@ -325,7 +332,8 @@ def _bases(step: Kernel) -> list[str]:
 
 def _all_outputs(step: Kernel) -> list[tuple[str, Leaf]]:
     then = step.params.get("then")
-    return step.outputs + (then.outputs if then is not None else [])
+    siblings = [pair for sibling in step.params.get("siblings", ()) for pair in sibling.outputs]
+    return step.outputs + siblings + (then.outputs if then is not None else [])
 
 
 def _out_bases(step: Kernel) -> list[str]:
@@ -353,13 +361,14 @@ def is_block_reduction(step: Kernel, cuda: bool) -> bool:
     return cuda and reduced >= 32 and (len(shape) - 1 in dims or outputs < 1024)
 
 
-def fused_steps(plan: GraphPlan, cuda: bool) -> list[Any]:
+def fused_steps(plan: GraphPlan, cuda: bool, siblings: bool = True) -> list[Any]:
     """The plan's steps, where a thread-per-output reduction and the pointwise kernel right after it that maps its
     input's elements (normalizing by the result, say) become one kernel: each thread reduces its output, then writes
     the consumer's elements of that output from the result in a register. The consumer's second read of the input
     is then, for a short reduction, the same thread's registers (RMSNorm over channels read the input twice and wrote
-    it once in two kernels: 0.47x against torch.compile on the H200). The reduction's own result is still written."""
-    steps, out, n = plan.steps, [], 0
+    it once in two kernels: 0.47x against torch.compile on the H200). The reduction's own result is still written.
+    `siblings`: block sums sharing an operand also become one kernel (_with_siblings)."""
+    steps, out, n = _with_siblings(plan, plan.steps, cuda) if siblings else plan.steps, [], 0
     while n < len(steps):
         step = steps[n]
         after = steps[n + 1] if n + 1 < len(steps) else None
@@ -371,6 +380,59 @@ def fused_steps(plan: GraphPlan, cuda: bool) -> list[Any]:
             out.append(step)
             n += 1
     return out
+
+
+# Block reductions over the same elements, summing values that share an operand (KernelBench's 99_TripletMarginLoss:
+# the anchor's distances to the positive and to the negative, two reductions that read the anchor twice, 4 bytes of
+# 3 moved per element too many: 75% of the memory bound, 0.76x of torch.compile's one kernel on the H200), become
+# one kernel: each thread keeps an accumulator per reduction, and every operand is loaded once for all of them.
+_SIBLING_KINDS = ("sum", "mean")
+
+
+def _with_siblings(plan: GraphPlan, steps: list[Any], cuda: bool) -> list[Any]:
+    """`steps` where a later block reduction joins an earlier one as its sibling (its place None): the same kind of
+    sum over the same shape and dimensions, an operand in common, and nothing between them that it depends on or that
+    depends on it."""
+    out = list(steps)
+    for a_at, first in enumerate(out):
+        if not (cuda and _sibling_kind(plan, first)):
+            continue
+        for b_at in range(a_at + 1, len(out)):
+            other = out[b_at]
+            if not (isinstance(other, Kernel) and _sibling_kind(plan, other) and other.shape == first.shape
+                    and other.params["dims"] == first.params["dims"] and set(_bases(other)) & set(_bases(first))
+                    and _independent(out[a_at:b_at], other)):
+                continue
+            first = Kernel(first.kind, first.source, first.outputs, first.shape,
+                           {**first.params, "siblings": (*first.params.get("siblings", ()), other)})
+            out[a_at], out[b_at] = first, None
+    return out
+
+
+def _sibling_kind(plan: GraphPlan, step: Any) -> bool:
+    if not (isinstance(step, Kernel) and step.kind == "reduce" and step.params["kind"] in _SIBLING_KINDS
+            and "then" not in step.params and is_block_reduction(step, True)):
+        return False
+    reduced = math.prod(step.shape[d] for d in step.params["dims"])
+    return reduce_splits(math.prod(step.shape) // reduced, reduced) == 1 and \
+        all(plan.base_info(leaf.source)[1] == "float32" for _, leaf in step.outputs)
+
+
+def _independent(before: list[Any], step: Kernel) -> bool:
+    """`step` may run before the steps `before` (it ran after them): none of them writes what it reads or writes,
+    and none reads what it writes."""
+    reads, writes = set(_bases(step)), set(_out_bases(step))
+    for other in before:
+        if other is None:
+            continue
+        if isinstance(other, Library):
+            other_reads = {a.source for a in other.args if isinstance(a, Leaf)}
+            other_writes = {other.output}
+        else:
+            other_reads, other_writes = set(_bases(other)), set(_out_bases(other))
+        if other_writes & (reads | writes) or other_reads & writes:
+            return False
+    return True
 
 
 def fusible(reduce: Kernel, after: Kernel, cuda: bool) -> bool:
@@ -603,6 +665,8 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
         ev = Eval(plan, _bases(step), prefix, types)
         value = ev.at(step.source, tuple(coords))
         return lines_j + ev.lines, value
+    if step.params.get("siblings"):
+        return _sibling_reduce(plan, step, name, variant, params, host, launch, types, lines_o, lines_j, tuple(coords))
     outs = _outputs(step)
     is_max = "true" if kind in ("amax", "argmax") else "false"
     lanes = _vector_lanes(plan, step, tuple(coords), types) \
@@ -695,14 +759,67 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
         named = {"value": "ks_r_value", "var": "var", "mean": "mean", "std": "ks_r_std"}
         body += _epilogue(plan, step, then, tuple(coords), lines_j, types, unroll,
                           {leaf.source: named[what] for what, leaf in step.outputs}, reduced)
-    inner = _body(lines_o + body, 8)
     if block_mode:
-        text = f"    for (long long o = blockIdx.x; o < {outputs}LL; o += gridDim.x) {{\n{inner}\n    }}"
-        blocks = outputs
-    else:
-        text = _grid_loop(cuda, outputs, variant.block, inner, "o")
-        blocks = -(-outputs // variant.block)
-    return _wrap(name, params, host, launch, text, cuda, blocks, variant.block)
+        return _per_output(step, name, variant, params, host, launch, lines_o, body, outputs)
+    text = _grid_loop(cuda, outputs, variant.block, _body(lines_o + body, 8), "o")
+    return _wrap(name, params, host, launch, text, cuda, -(-outputs // variant.block), variant.block)
+
+
+def _per_output(step: Kernel, name: str, variant: Variant, params: str, host: str, launch: str, lines_o: list[str],
+                body: list[str], outputs: int) -> str:
+    """A CUDA reduction's kernel from its body for output o: a block per output, or a warp (per_warp)."""
+    if per_warp(step, variant):
+        warps = variant.block // 32
+        inner = _body(["const int ks_lane = threadIdx.x & 31;", *lines_o, *_as_warp(body)], 8)
+        text = (f"    for (long long o = (long long)blockIdx.x * {warps} + (threadIdx.x >> 5); o < {outputs}LL; "
+                f"o += (long long)gridDim.x * {warps}) {{\n{inner}\n    }}")
+        return _wrap(name, params, host, launch, text, True, -(-outputs // warps), variant.block)
+    text = f"    for (long long o = blockIdx.x; o < {outputs}LL; o += gridDim.x) {{\n{_body(lines_o + body, 8)}\n    }}"
+    return _wrap(name, params, host, launch, text, True, outputs, variant.block)
+
+
+# Short rows, many of them: a warp per output, not a block. A block of 256 threads over a LayerNorm's 64 elements
+# (KernelBench level 2's 34_ConvTranspose3d_LayerNorm and 3_..._Sum_LayerNorm: 4M rows of 64) leaves 3 of 4 warps
+# idle behind two barriers per row: its statistics kernel took 8.3 ms of 31.7 on the H200, where torch.compile's whole
+# LayerNorm-GELU-scale kernel took 0.56. In the float4 variants only: the scalar one keeps the block per output, a
+# variant for whatever the warp's form does not suit.
+_WARP_ROW_MAX = 256  # elements per output at most (eight per lane)
+_WARP_ROWS_MIN = 1024  # outputs at least: fewer leave the GPU's SMs idle at a warp each
+
+
+def per_warp(step: Kernel, variant: Variant) -> bool:
+    """A block-mode reduction done by a warp per output."""
+    reduced = math.prod(step.shape[d] for d in step.params["dims"])
+    return (variant.vec == WIDTH and step.params["kind"] != "prod" and reduced <= _WARP_ROW_MAX
+            and math.prod(step.shape) // reduced >= _WARP_ROWS_MIN)
+
+
+# Put after the head in a module where a reduction takes a warp per output (graph_source).
+WARP_COMBINES = r"""__device__ __forceinline__ double ks_warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ void ks_warp_arg(float& v, long long& i, bool is_max) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+        const long long i2 = __shfl_xor_sync(0xffffffffu, i, o);
+        ks_arg_merge(v, i, v2, i2, is_max);
+    }
+}
+"""
+# The block-mode body of one output, its block a warp: the thread index the lane, the block's size 32, its combines
+# the warp's shuffles (every lane ends with the total, as every thread of a block does), its writes the first lane's.
+_AS_WARP = (("threadIdx.x", "ks_lane"), ("blockDim.x", "32"), ("ks_block_sum_d(", "ks_warp_sum_d("),
+            ("ks_block_sum(", "ks_warp_sum("), ("ks_block_pick(", "ks_warp_pick("), ("ks_block_arg(", "ks_warp_arg("))
+
+
+def _as_warp(body: list[str]) -> list[str]:
+    out = []
+    for line in body:
+        for block, warp in _AS_WARP:
+            line = line.replace(block, warp)
+        out.append(line)
+    return out
 
 
 # Sliced column reductions. A thread per output is the right grain where the reduced dimensions are not the innermost
@@ -840,6 +957,14 @@ def _four_lanes(plan: GraphPlan, step: Kernel, types: dict[str, str], reads: lis
                 prefix: str) -> _Lanes:
     """`step`'s source at four consecutive elements: `reads` loaded once each as a float4 at index load_at(leaf), lane k
     evaluated at lane_coords(k) with those views read from the float4's k-th component."""
+    lanes = _four_lanes_of(plan, step, types, reads, load_at, lane_coords, prefix, [step.source])
+    return lanes._replace(lanes=[(lines, values[0]) for lines, values in lanes.lanes])
+
+
+def _four_lanes_of(plan: GraphPlan, step: Kernel, types: dict[str, str], reads: list[Leaf], load_at: Any,
+                   lane_coords: Any, prefix: str, sources: list[Any]) -> _Lanes:
+    """_four_lanes for several values of the same elements (sibling reductions): each lane's statements once, and a
+    list of values, one per source."""
     bases = _bases(step)
     loads = [f"const float4 ks_w{n} = *reinterpret_cast<const float4*>(&p{bases.index(r.source)}[{load_at(r)}]);"
              for n, r in enumerate(reads)]
@@ -847,8 +972,8 @@ def _four_lanes(plan: GraphPlan, step: Kernel, types: dict[str, str], reads: lis
     for lane, part in enumerate("xyzw"):
         ev = Eval(plan, bases, f"{prefix}{lane}_", types)
         ev.leaf_override = {r: f"ks_w{n}.{part}" for n, r in enumerate(reads)}
-        value = ev.at(step.source, lane_coords(lane))
-        lanes.append((ev.lines, value))
+        values = [ev.at(source, lane_coords(lane)) for source in sources]
+        lanes.append((ev.lines, values))
     return _Lanes(loads, lanes, sorted({f"p{bases.index(r.source)}" for r in reads}))
 
 
@@ -859,14 +984,52 @@ def _with_vec_flag(params: str, host: str, launch: str, pointers: list[str]) -> 
     return f"{params}, const bool ks_vec", f"{host}\n    const bool ks_vec = {aligned};", f"{launch}, ks_vec"
 
 
-def _vector_loop(lanes: _Lanes, start: str, end: str, update: str, parts: int = 1) -> list[str]:
+def _vector_loop(lanes: _Lanes, start: str, end: str, update: str | Callable[[Any], str], parts: int = 1) -> list[str]:
     """Elements start, start + 4 parts blockDim, ... below end (multiples of 4 apart from 0), four per thread each
-    step (parts: how many blocks share the line, interleaved)."""
+    step (parts: how many blocks share the line, interleaved). `update`: a lane's accumulation of its value {x}, or
+    of its values (sibling reductions) as a function."""
     body = ["#pragma unroll 2", f"for (long long j = {start}; j < {end}; j += {WIDTH * parts}LL * blockDim.x) {{",
             *("    " + t for t in lanes.loads)]
     for lines, value in lanes.lanes:  # each update in a scope of its own (var_mean's declares its difference)
-        body += ["    " + t for t in lines] + ["    { " + update.format(x=value) + " }"]
+        text = update(value) if callable(update) else update.format(x=value)
+        body += ["    " + t for t in lines] + ["    { " + text + " }"]
     return body + ["}"]
+
+
+def _sibling_reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, params: str, host: str, launch: str,
+                    types: dict[str, str], lines_o: list[str], lines_j: list[str], coords: tuple[str, ...]) -> str:
+    """Block sums over the same elements (_with_siblings): an accumulator each, every operand of an element loaded
+    once for all of them, four floats at a time where every operand allows."""
+    members = [step, *step.params["siblings"]]
+    reduced = math.prod(step.shape[d] for d in step.params["dims"])
+    outputs = math.prod(step.shape) // reduced
+    ev = Eval(plan, _bases(step), "x", types)
+    values = [ev.at(member.source, coords) for member in members]
+    accumulate = lambda vs: " ".join(f"acc{m} += {v};" for m, v in enumerate(vs))  # noqa: E731
+    loop = [f"for (long long j = threadIdx.x; j < {reduced}LL; j += blockDim.x) {{",
+            *("    " + t for t in lines_j + ev.lines), f"    {accumulate(values)}", "}"]
+    combined = members[0].source
+    for member in members[1:]:  # one value reading every member's operands: which of them load as float4 together
+        combined = Expr("add", (combined, member.source), (), step.shape)
+    reads = vector_reads(Kernel("reduce", combined, step.outputs, step.shape, step.params), types) \
+        if variant.vec == WIDTH else None
+    if reads is not None:
+        zero = tuple("0" if d in step.params["dims"] else c for d, c in enumerate(coords))
+
+        def at_j(leaf: Leaf) -> str:
+            base = trailing_offset_expr(leaf, zero)
+            return "j" if base == "0" else f"{base} + j"
+        lanes = _four_lanes_of(plan, step, types, reads, at_j, lambda _lane: zero, "y",
+                               [member.source for member in members])
+        loop = _either(_vector_loop(lanes, f"{WIDTH}LL * threadIdx.x", f"{reduced}LL", accumulate), loop)
+        params, host, launch = _with_vec_flag(params, host, launch, lanes.pointers)
+    outs = _out_bases(step)
+    body = [*(f"float acc{m} = 0.0f;" for m in range(len(members))), *loop]
+    for m, member in enumerate(members):
+        ((_, leaf),) = member.outputs
+        mean = f" / (float){reduced}" if member.params["kind"] == "mean" else ""
+        body += [f"acc{m} = ks_block_sum(acc{m});", f"if (threadIdx.x == 0) ks_st(q{outs.index(leaf.source)}, o, acc{m}{mean});"]
+    return _per_output(step, name, variant, params, host, launch, lines_o, body, outputs)
 
 
 def _either(vector: list[str], scalar: list[str]) -> list[str]:
