@@ -207,7 +207,7 @@ def graph_source(plan: GraphPlan, variant: Variant, device: str) -> str:
         if isinstance(step, Kernel):
             parts.append(_kernel(plan, step, f"k{n}", variant, cuda))
             names.append(f"k{n}")
-    if any("const int ks_lane = threadIdx.x & 31;" in part for part in parts[1:]):
+    if any(_LANE in part for part in parts[1:]):
         parts.insert(1, WARP_COMBINES)
     converts = cuda and variant.layout == "channels_last" and bool(layout_convolutions(plan))
     if converts:
@@ -770,7 +770,7 @@ def _per_output(step: Kernel, name: str, variant: Variant, params: str, host: st
     """A CUDA reduction's kernel from its body for output o: a block per output, or a warp (per_warp)."""
     if per_warp(step, variant):
         warps = variant.block // 32
-        inner = _body(["const int ks_lane = threadIdx.x & 31;", *lines_o, *_as_warp(body)], 8)
+        inner = _body([_LANE, *lines_o, *_as_warp(body)], 8)
         text = (f"    for (long long o = (long long)blockIdx.x * {warps} + (threadIdx.x >> 5); o < {outputs}LL; "
                 f"o += (long long)gridDim.x * {warps}) {{\n{inner}\n    }}")
         return _wrap(name, params, host, launch, text, True, -(-outputs // warps), variant.block)
@@ -785,6 +785,7 @@ def _per_output(step: Kernel, name: str, variant: Variant, params: str, host: st
 # variant for whatever the warp's form does not suit.
 _WARP_ROW_MAX = 256  # elements per output at most (eight per lane)
 _WARP_ROWS_MIN = 1024  # outputs at least: fewer leave the GPU's SMs idle at a warp each
+_LANE = "const int ks_lane = threadIdx.x & 31;"  # opens a warp-per-output kernel's body; graph_source looks for it
 
 
 def per_warp(step: Kernel, variant: Variant) -> bool:
@@ -945,12 +946,20 @@ def _vector_lanes(plan: GraphPlan, step: Kernel, coords: tuple[str, ...], types:
     reads = vector_reads(step, types)
     if reads is None:
         return None
+    lanes = _lanes_at_j(plan, step, reads, coords, types, "x", [step.source])
+    return lanes._replace(lanes=[(lines, values[0]) for lines, values in lanes.lanes])
+
+
+def _lanes_at_j(plan: GraphPlan, step: Kernel, reads: list[Leaf], coords: tuple[str, ...], types: dict[str, str],
+                prefix: str, sources: list[Any]) -> _Lanes:
+    """`sources` at a reduction's elements j..j+3, `reads` loaded as float4s at the output's element 0 plus j (each
+    lane's values a list, one per source)."""
     zero = tuple("0" if d in step.params["dims"] else c for d, c in enumerate(coords))
 
     def at_j(leaf: Leaf) -> str:
         base = trailing_offset_expr(leaf, zero)
         return "j" if base == "0" else f"{base} + j"
-    return _four_lanes(plan, step, types, reads, at_j, lambda _lane: zero, "x")
+    return _four_lanes_of(plan, step, types, reads, at_j, lambda _lane: zero, prefix, sources)
 
 
 def _four_lanes(plan: GraphPlan, step: Kernel, types: dict[str, str], reads: list[Leaf], load_at: Any, lane_coords: Any,
@@ -1014,13 +1023,7 @@ def _sibling_reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, 
     reads = vector_reads(Kernel("reduce", combined, step.outputs, step.shape, step.params), types) \
         if variant.vec == WIDTH else None
     if reads is not None:
-        zero = tuple("0" if d in step.params["dims"] else c for d, c in enumerate(coords))
-
-        def at_j(leaf: Leaf) -> str:
-            base = trailing_offset_expr(leaf, zero)
-            return "j" if base == "0" else f"{base} + j"
-        lanes = _four_lanes_of(plan, step, types, reads, at_j, lambda _lane: zero, "y",
-                               [member.source for member in members])
+        lanes = _lanes_at_j(plan, step, reads, coords, types, "y", [member.source for member in members])
         loop = _either(_vector_loop(lanes, f"{WIDTH}LL * threadIdx.x", f"{reduced}LL", accumulate), loop)
         params, host, launch = _with_vec_flag(params, host, launch, lanes.pointers)
     outs = _out_bases(step)

@@ -20,6 +20,9 @@ import torch
 from agent.engine.evaluate.batch import as_list
 from agent.engine.evaluate.compare import compare_outputs, held_to_eager
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kb_problem import load_problem  # noqa: E402 - the problem files as every probe here builds them
+
 
 def _judge(refs: list[torch.Tensor], outs: list[torch.Tensor], exacts: list[torch.Tensor]) -> dict:
     strict = compare_outputs(refs, outs, None, None)
@@ -29,11 +32,7 @@ def _judge(refs: list[torch.Tensor], outs: list[torch.Tensor], exacts: list[torc
 
 
 def probe(path: Path) -> dict:
-    space: dict = {}
-    exec(compile(path.read_text(), str(path), "exec"), space)  # a public benchmark problem, on the GPU box only
-    torch.manual_seed(0)
-    model = space["Model"](*space["get_init_inputs"]()).cuda().eval()
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in space["get_inputs"]()]
+    _, model, inputs = load_problem(path, "precision_problem")
     row: dict = {"problem": path.stem, "tf32_cudnn": torch.backends.cudnn.allow_tf32,
                  "tf32_matmul": torch.backends.cuda.matmul.allow_tf32}
     with torch.no_grad():

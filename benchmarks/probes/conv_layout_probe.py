@@ -17,6 +17,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from keyed_cuda_probe import device_ms  # noqa: E402 - CUDA-event timing, as every probe here does
+from kb_problem import load_problem  # noqa: E402
 
 CONVS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d,
          torch.nn.ConvTranspose1d, torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
@@ -27,11 +28,7 @@ def _last(t: torch.Tensor) -> torch.memory_format:
 
 
 def probe(path: Path) -> dict:
-    space: dict = {}
-    exec(compile(path.read_text(), str(path), "exec"), space)  # a public benchmark problem, on the GPU box only
-    torch.manual_seed(0)
-    model = space["Model"](*space["get_init_inputs"]()).cuda().eval()
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in space["get_inputs"]()]
+    _, model, inputs = load_problem(path, "layout_problem")
     conv = next(m for m in model.modules() if isinstance(m, CONVS))
     seen: list[torch.Tensor] = []
     hook = conv.register_forward_hook(lambda _m, args, _out: seen.append(args[0]))

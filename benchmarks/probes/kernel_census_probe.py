@@ -17,6 +17,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from agent.builtin import policy, trace
 from agent.engine.evaluate.loader import exec_module
+from kb_problem import load_problem  # the probe's directory is on sys.path when it runs as a script
 
 CALLS = 5
 
@@ -45,10 +46,7 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true")
     args = parser.parse_args()
     source = args.problem.read_text()
-    problem = exec_module(source, "census_problem", args.problem.name)
-    torch.manual_seed(0)
-    model = problem.Model(*problem.get_init_inputs()).cuda().eval()
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
+    problem, model, inputs = load_problem(args.problem, "census_problem")
     census("eager", model, inputs)
     if not args.no_compile:
         census("torch.compile", torch.compile(model), inputs)
