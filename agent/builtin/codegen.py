@@ -31,6 +31,7 @@ class Variant:
     layout: str = "default"  # whole-graph plans: "channels_last" runs 2D/3D convolutions channels-last (layout.py)
     fallback: bool = False  # measured only where a variant before it was not accepted (policy.py)
     tf32: bool = True  # convolutions may use TF32 tensor cores (PyTorch's default); False: full float32 (gcodegen.py)
+    rewritten: bool = False  # a variant of the module's exact rewrites (rewrite.py), not of the module as written
 
 
 def variants(plan: Plan, device: str) -> list[Variant]:

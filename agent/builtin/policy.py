@@ -11,20 +11,37 @@ continues where it stopped.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Union
 
 from agent.builtin import codegen, gcodegen
 from agent.builtin.codegen import Variant
 from agent.builtin.graph import GraphPlan, describe_graph, plan_graph
 from agent.builtin.lower import Plan, Unsupported, describe, lower
+from agent.builtin.rewrite import rewritten
 from agent.engine.evaluate import ProblemError
 from agent.loop.policies.base import PolicyError, PolicyTurn, ToolCall
 
 Tracer = Callable[[str], dict[str, Any]]
-AnyPlan = Union[Plan, GraphPlan]
+
+
+@dataclass
+class RewrittenPlan:
+    """A whole-graph plan of the module after exact algebraic rewrites (rewrite.py), tried first, and the plan of the
+    module as written, whose variants are the fallback where no rewritten one is accepted."""
+
+    plan: GraphPlan
+    original: Union[Plan, GraphPlan]
+    notes: list[str]
+
+    kind = "rewritten"
+
+
+AnyPlan = Union[Plan, GraphPlan, RewrittenPlan]
 _STATUS = re.compile(r"^status: (\w+)", re.M)
 _MESSAGE = re.compile(r"^message: (.*)$", re.M)
 _CANDIDATE_MS = re.compile(r"^\s*candidate\s+([0-9.]+)", re.M)
@@ -75,7 +92,7 @@ class BuiltinPolicy:
         near = _near_roof(tried)
         # Only where the first two variants differ in threads per block alone (a plan with convolutions tries their
         # layout second: a tie there says nothing of the third variant).
-        alike = _blocks_alike(tried) if isinstance(plan, GraphPlan) and len(options) > 1 and \
+        alike = _blocks_alike(tried) if isinstance(plan, (GraphPlan, RewrittenPlan)) and len(options) > 1 and \
             options[0].layout == options[1].layout else None
         # A fallback variant (scalar loads where the ones before used float4) is only for a problem where one of them
         # failed: after accepted ones it would cost an evaluation to learn nothing.
@@ -121,7 +138,12 @@ class BuiltinPolicy:
 
     def _proposal(self, plan: AnyPlan, variant: Variant, tried: list[dict[str, Any]], total: int) -> str:
         if not tried:
-            analysis = describe_graph(plan) if isinstance(plan, GraphPlan) else describe(plan)
+            rewrites = ""
+            if isinstance(plan, RewrittenPlan):
+                rewrites = ("Exact rewrites, each to be judged by the verdict (the module as written is the fallback): "
+                            + "; ".join(plan.notes) + ". ")
+                plan = plan.plan
+            analysis = rewrites + (describe_graph(plan) if isinstance(plan, GraphPlan) else describe(plan))
             if isinstance(plan, GraphPlan) and not plan.kernels():
                 goal = ("Nothing to fuse: the candidate is the library call itself, in the layout that needs no copy; "
                         "about 1.0x against eager is the honest result.")
@@ -134,6 +156,18 @@ class BuiltinPolicy:
 
 
 def make_plan(traced: dict[str, Any], device: str = "cpu") -> AnyPlan:
+    """The plan of the module as written (_plan_as_written), led by a plan of its exact rewrites where any apply."""
+    plan = _plan_as_written(traced, device)
+    found = rewritten(traced)
+    if found is None:
+        return plan
+    try:
+        return RewrittenPlan(plan_graph(found.traced), plan, found.notes)
+    except Unsupported:
+        return plan  # the rewritten graph holds an op the planner refuses: the module as written is still planned
+
+
+def _plan_as_written(traced: dict[str, Any], device: str) -> Union[Plan, GraphPlan]:
     """The single fused kernel of lower.py's tuned templates where the module is one region; else the
     whole graph as a sequence of library calls and generated kernels (graph.py). On a GPU a convolution's epilogue is
     planned as a whole graph too, whose variants include the channels-last layout (layout.py): on the H200, cuDNN's
@@ -156,10 +190,18 @@ def make_plan(traced: dict[str, Any], device: str = "cpu") -> AnyPlan:
 
 
 def variants(plan: AnyPlan, device: str) -> list[Variant]:
+    if isinstance(plan, RewrittenPlan):
+        # The rewritten plan's variants first; the module as written only where none of them is accepted.
+        rewrite = "; " + "; ".join(plan.notes)
+        return ([dataclasses.replace(v, label=v.label + rewrite, rewritten=True) for v in variants(plan.plan, device)]
+                + [dataclasses.replace(v, label=v.label + "; the module as written", fallback=True)
+                   for v in variants(plan.original, device)])
     return gcodegen.graph_variants(plan, device) if isinstance(plan, GraphPlan) else codegen.variants(plan, device)
 
 
 def candidate_source(plan: AnyPlan, variant: Variant, device: str) -> str:
+    if isinstance(plan, RewrittenPlan):
+        return candidate_source(plan.plan if variant.rewritten else plan.original, variant, device)
     if isinstance(plan, GraphPlan):
         return gcodegen.graph_source(plan, variant, device)
     return codegen.candidate_source(plan, variant, device)

@@ -1,0 +1,135 @@
+"""Exact algebraic rewrites of a captured graph: which graphs they apply to (real traces of the sandbox job), the
+plan and variants they give, and the engine's verdict on them (real C++ builds on the CPU here; the CUDA variants on
+the GPU box)."""
+from __future__ import annotations
+
+import pytest
+
+from agent.builtin.graph import Library
+from agent.builtin.policy import BuiltinPolicy, RewrittenPlan, candidate_source, make_plan, variants
+from agent.builtin.rewrite import rewritten
+from agent.builtin.trace import trace_graph
+from tests.agent.builtin.on_gpu import assert_every_cuda_variant_accepted
+from tests.agent.builtin.test_graph import problem
+
+# KernelBench 2/14 and 2/51 in small: a column sum and a column mean of a GEMM's output through a division, a shift by
+# a per-column parameter, a per-row scale and a negation; the second also keeps its input for a residual add.
+GEMM_SUMS = problem("""
+y = torch.matmul(x, self.weight.T) / 2.0
+a = (-(y - self.shift) * r).sum(dim=1, keepdim=True) * 1.5
+b = (self.lin(x) + 0.25).mean(dim=1)
+return torch.cat([a.flatten(), b + x[:, 0]])
+""", "x, r|torch.rand(32, 96), torch.rand(32, 1)", members="""
+self.weight = nn.Parameter(torch.randn(80, 96))
+self.shift = nn.Parameter(torch.randn(80))
+self.lin = nn.Linear(96, 72)
+""")
+
+# KernelBench 2/44, 2/42 and 2/77 in small, and a dilated, padded convolution: sums over every position of a
+# convolution's output. Taps that miss the padded edges (the first two, the fourth) and ones that meet every position
+# (the third: no padding), a per-channel affine (BatchNorm's running statistics) in between, inputs of uneven sides.
+CONV_SUMS = problem("""
+a = (self.up(x) * 0.5).mean(dim=[2, 3], keepdim=True).mean(dim=[2, 3], keepdim=True)
+b = torch.logsumexp(self.plain_up(x).mean(dim=(2, 3), keepdim=True) + self.bias, dim=1)
+c = self.pool(self.bn(self.up3(v) * 2.0))
+d = (self.conv(x) - 1.0).sum(dim=(-1, -2))
+return torch.cat([a.flatten(), b.flatten(), c.flatten(), d.flatten()])
+""", "x, v|torch.rand(2, 4, 9, 10), torch.rand(2, 3, 5, 6, 7)", members="""
+self.up = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1)
+self.plain_up = nn.ConvTranspose2d(4, 5, 3)
+self.bias = nn.Parameter(torch.randn(5, 1, 1))
+self.up3 = nn.ConvTranspose3d(3, 4, 3)
+self.bn = nn.BatchNorm3d(4)
+self.pool = nn.AdaptiveAvgPool3d((1, 1, 1))
+self.conv = nn.Conv2d(4, 6, 3, padding=2, dilation=2)
+""")
+
+
+def test_a_sum_over_a_gemms_columns_becomes_a_product_with_the_weights_columns_summed(evaluator):
+    traced = trace_graph(evaluator, GEMM_SUMS)
+    found = rewritten(traced)
+    assert found is not None and len(found.notes) == 2
+    assert "the sum over the 80 columns of a 32 x 80 GEMM" in found.notes[0]
+    assert "the mean over the 72 columns of a 32 x 72 GEMM" in found.notes[1]
+    # No GEMM of the full width is left: each is a (32, 96) x (96, 1) product.
+    gemms = [n for n in found.traced["graph"]["nodes"] if n.get("target") in ("aten.mm.default", "aten.addmm.default")]
+    assert [n["val"]["shape"] for n in gemms] == [[32, 1], [32, 1]]
+    assert traced["graph"]["nodes"] != found.traced["graph"]["nodes"]  # the capture itself is left as it was
+    plan = make_plan(traced, "cuda")
+    assert isinstance(plan, RewrittenPlan)
+    library = [s for s in plan.plan.steps if isinstance(s, Library)]
+    assert len(library) == 2 and all(plan.plan.buffers[s.output][0] == (32, 1) for s in library)
+
+
+def test_a_sum_over_every_position_of_a_convolution_is_taken_through_it(evaluator):
+    found = rewritten(trace_graph(evaluator, CONV_SUMS))
+    assert found is not None and len(found.notes) == 4
+    assert "the mean over the 18 x 20 positions of a transposed convolution's output" in found.notes[0]
+    assert "the sum over the 9 x 10 positions of a convolution's output" in found.notes[3]
+    convolutions = [n for n in found.traced["graph"]["nodes"] if n.get("target") == "aten.convolution.default"]
+    assert convolutions == []
+
+
+@pytest.mark.parametrize("forward", [
+    "y = self.lin(x)\nreturn torch.sigmoid(y).sum(dim=1)",  # KernelBench 2/56: not linear in the GEMM's output
+    "y = self.lin(x)\nreturn y.sum(dim=0)",  # over the rows: the GEMM's reduction, not its columns
+    "y = self.lin(x)\nreturn y.sum(dim=1) + y[:, 0]",  # the GEMM's output is read elsewhere too
+    "y = self.lin(x)\nreturn (2.0 / y).sum(dim=1)",  # the GEMM's output as a divisor
+    "y = self.lin(x)\nreturn (y * y).sum(dim=1)",  # a square
+    "y = self.lin(x)\nreturn (y * self.scale).sum(dim=1)",  # a factor that varies along the columns
+])
+def test_a_gemm_output_that_is_not_only_summed_linearly_over_its_columns_is_left_as_written(evaluator, forward):
+    source = problem(forward, "x|torch.rand(8, 16)", members="self.lin = nn.Linear(16, 24)\n"
+                                                             "self.scale = nn.Parameter(torch.randn(24))")
+    traced = trace_graph(evaluator, source)
+    assert rewritten(traced) is None
+    assert not isinstance(make_plan(traced, "cuda"), RewrittenPlan)
+
+
+@pytest.mark.parametrize("forward, members", [
+    ("return self.conv(x).mean(dim=2)", ""),  # over some of the positions only
+    ("return self.strided(x).sum(dim=(2, 3))", ""),  # a strided convolution's taps read strided inputs
+    ("return self.grouped(x).sum(dim=(2, 3))", ""),
+    ("return torch.relu(self.conv(x)).mean(dim=(2, 3))", ""),
+])
+def test_a_convolution_not_summed_linearly_over_every_position_is_left_as_written(evaluator, forward, members):
+    source = problem(forward, "x|torch.rand(2, 4, 9, 10)", members="self.conv = nn.Conv2d(4, 6, 3)\n"
+                     "self.strided = nn.Conv2d(4, 6, 3, stride=2)\nself.grouped = nn.Conv2d(4, 6, 3, groups=2)")
+    assert rewritten(trace_graph(evaluator, source)) is None
+
+
+def test_the_rewritten_variants_come_first_and_the_module_as_written_is_only_the_fallback(evaluator):
+    plan = make_plan(trace_graph(evaluator, GEMM_SUMS), "cuda")
+    found = variants(plan, "cuda")
+    written = [v for v in found if not v.rewritten]
+    assert found[0].rewritten and written and all(v.fallback for v in written)
+    assert found.index(written[0]) == sum(v.rewritten for v in found)
+    assert "matrix-vector product" in found[0].label and "the module as written" in written[0].label
+    assert "torch.mm(" in candidate_source(plan, found[0], "cuda")
+
+
+def test_the_policy_says_what_it_rewrote_and_tries_the_module_as_written_only_after_a_failure(evaluator):
+    policy = BuiltinPolicy(GEMM_SUMS, lambda s: trace_graph(evaluator, s), "cuda")
+    first = policy.respond([{"role": "system", "content": "x"}], [])
+    assert "Exact rewrites" in first.text and "the sum over the 80 columns" in first.text
+    failed: list[dict] = []
+    turn = first
+    for _ in range(sum(v.rewritten for v in variants(policy.plan(), "cuda"))):
+        failed += [turn.as_message(), {"role": "tool", "tool_call_id": turn.tool_calls[0].id,
+                                       "content": "status: incorrect (reached stage correctness)"}]
+        turn = policy.respond(failed, [])
+    assert turn.tool_calls[0].name == "write_candidate" and "the module as written" in turn.text
+
+
+@pytest.mark.parametrize("name, source", [("gemm", GEMM_SUMS), ("conv", CONV_SUMS)])
+def test_every_rewritten_variant_is_accepted_on_the_cpu(evaluator, name, source):
+    plan = make_plan(trace_graph(evaluator, source), "cpu")
+    assert isinstance(plan, RewrittenPlan)
+    for variant in [v for v in variants(plan, "cpu") if v.rewritten]:
+        verdict = evaluator.evaluate(source, candidate_source(plan, variant, "cpu"))
+        assert verdict.accepted, (variant.label, verdict.status, verdict.message)
+
+
+@pytest.mark.parametrize("name, source", [("gemm", GEMM_SUMS), ("conv", CONV_SUMS)])
+def test_every_variant_of_the_rewritten_sums_is_accepted_on_the_gpu(evaluator, name, source):
+    assert_every_cuda_variant_accepted(evaluator, source)
