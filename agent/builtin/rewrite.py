@@ -30,6 +30,8 @@ NEG = "aten.neg.default"
 FLOATS = {"float32", "float16", "bfloat16"}
 # Below this many summed elements per output the anchor does little more than the rewritten form would.
 MIN_SUMMED = 8
+# A convolution whose taps miss more input positions than this along a dim is left as written.
+MAX_EDGES = 8
 
 
 @dataclass
@@ -87,8 +89,12 @@ def _pushed_dims(node: dict[str, Any], by_name: dict[str, dict[str, Any]]) -> se
         return None
     if math.prod(shape[2:]) < MIN_SUMMED or _shape(by_name[x["node"]]) is None or _shape(by_name[w["node"]]) is None:
         return None
-    if any(lo >= hi for d in range(len(shape) - 2) for lo, hi in _ranges(node, by_name, d)):
-        return None  # a tap that meets no input position (padding wider than the kernel's reach)
+    for d in range(len(shape) - 2):
+        ranges = _ranges(node, by_name, d)
+        if any(lo >= hi for lo, hi in ranges):
+            return None  # a tap that meets no input position (padding wider than the kernel's reach)
+        if _tap_masks(ranges, _shape(by_name[x["node"]])[2 + d]) is None:
+            return None  # an edge term per position: a wide padding would make a long expression
     return set(range(2, len(shape)))
 
 
@@ -157,9 +163,9 @@ class _Emitter:
         self.prefix, self.dtype = anchor["name"] + "_summed", _dtype(anchor)
         self.new: list[dict[str, Any]] = []
 
-    def __call__(self, target: str, args: list[Any], shape: tuple[int, ...]) -> dict[str, str]:
+    def __call__(self, target: str, args: list[Any], shape: tuple[int, ...], dtype: str | None = None) -> dict[str, str]:
         node = {"name": f"{self.prefix}_{len(self.new)}", "op": "call_function", "target": target, "args": args,
-                "kwargs": {}, "val": {"shape": list(shape), "dtype": self.dtype}}
+                "kwargs": {}, "val": {"shape": list(shape), "dtype": dtype or self.dtype}}
         self.new.append(node)
         self.shapes[node["name"]] = tuple(shape)
         return {"node": node["name"]}
@@ -250,6 +256,55 @@ def _summed_gemm(emit: _Emitter, gemm: dict[str, Any]) -> dict[str, str]:
     return emit("aten.add.Tensor", [value, total], _broadcast((rows, 1), emit.shape_of(total)))
 
 
+def _per_tap(emit: _Emitter, value: dict[str, str], whole: dict[str, str],
+             ranges: list[tuple[int, int]]) -> dict[str, str]:
+    """value's dim 2 summed for each tap over the positions [lo, hi) it meets, on a new last dim: the whole sum less
+    each edge position times whether the tap misses it (comparisons of the tap's index: one pointwise kernel)."""
+    size = emit.shape_of(value)[2]
+    taps = len(ranges)
+    shape = emit.shape_of(whole) + (taps,)
+    entry = emit("aten.unsqueeze.default", [whole, -1], emit.shape_of(whole) + (1,))
+    index = emit("prims.iota.default", [taps], (taps,), "int64")
+    for position, compares in _tap_masks(ranges, size) or []:
+        weight: Any = None
+        for op, threshold in compares:
+            mask = emit(op, [index, threshold], (taps,), "bool")
+            term = emit("prims.convert_element_type.default", [mask, {"dtype": emit.dtype}], (taps,))
+            weight = term if weight is None else emit("aten.add.Tensor", [weight, term], (taps,))
+        row = emit("aten.select.int", [value, 2, position], emit.shape_of(whole))
+        column = emit("aten.unsqueeze.default", [row, -1], emit.shape_of(whole) + (1,))
+        entry = emit("aten.sub.Tensor", [entry, emit("aten.mul.Tensor", [column, weight], shape)], shape)
+    return entry
+
+
+def _tap_masks(ranges: list[tuple[int, int]], size: int) -> list[tuple[int, list[tuple[str, int]]]] | None:
+    """For each input position some tap misses, the taps that miss it as comparisons of the tap's index: each run of
+    them starts at the first tap or ends at the last (the ranges move monotonically with the tap). None where a run
+    does neither, or where more than MAX_EDGES positions are missed."""
+    found = []
+    taps = len(ranges)
+    for position in range(size):
+        missed = [k for k, (lo, hi) in enumerate(ranges) if not lo <= position < hi]
+        if not missed:
+            continue
+        runs: list[list[int]] = []
+        for k in missed:
+            if runs and runs[-1][-1] == k - 1:
+                runs[-1].append(k)
+            else:
+                runs.append([k])
+        compares = []
+        for run in runs:
+            if run[0] == 0:
+                compares.append(("aten.lt.Scalar", run[-1] + 1))
+            elif run[-1] == taps - 1:
+                compares.append(("aten.ge.Scalar", run[0]))
+            else:
+                return None
+        found.append((position, compares))
+    return found if len(found) <= MAX_EDGES else None
+
+
 def _summed_conv(emit: _Emitter, conv: dict[str, Any]) -> dict[str, str]:
     """The sum over every output position of a convolution (or its transpose) of one group:
     sum_o y[b, co, o] = |o| * bias[co] + sum_{ci, k} w[ci, co, k] * X[b, ci, k], where X[b, ci, k] is the sum of the
@@ -265,21 +320,12 @@ def _summed_conv(emit: _Emitter, conv: dict[str, Any]) -> dict[str, str]:
         shape = emit.shape_of(value)  # (B, Cin, the dims not yet reduced, the taps kept of those reduced)
         whole = emit.sum(value, [2], False)
         ranges = _ranges(conv, emit.by_name, d)
-        entries: dict[tuple[int, int], dict[str, str]] = {}
-        for lo, hi in dict.fromkeys(ranges):
-            entry = whole
-            for start, stop in ((0, lo), (hi, shape[2])):
-                if stop > start:
-                    edge = emit("aten.slice.Tensor", [value, 2, start, stop], shape[:2] + (stop - start,) + shape[3:])
-                    entry = emit("aten.sub.Tensor", [entry, emit.sum(edge, [2], False)], emit.shape_of(whole))
-            entries[(lo, hi)] = entry
-        if len(entries) == 1:
+        if len(set(ranges)) == 1:
             # Every tap meets every position (no padding to crop): the weight's taps are summed instead.
-            value = entries[ranges[0]]
+            value = whole
             continue
         kept.append(d)
-        columns = [emit("aten.unsqueeze.default", [entries[r], -1], emit.shape_of(whole) + (1,)) for r in ranges]
-        value = emit("aten.cat.default", [columns, -1], emit.shape_of(whole) + (len(columns),))
+        value = _per_tap(emit, value, whole, ranges)
     in_channels = emit.shape_of(x)[1]
     collapsed = [2 + d for d in range(spatial) if d not in kept]
     if collapsed:
