@@ -317,7 +317,6 @@ def _summed_conv(emit: _Emitter, conv: dict[str, Any]) -> dict[str, str]:
     value = x
     kept: list[int] = []  # the spatial dims whose taps meet different positions: one entry per tap
     for d in range(spatial):
-        shape = emit.shape_of(value)  # (B, Cin, the dims not yet reduced, the taps kept of those reduced)
         whole = emit.sum(value, [2], False)
         ranges = _ranges(conv, emit.by_name, d)
         if len(set(ranges)) == 1:
