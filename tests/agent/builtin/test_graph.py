@@ -16,7 +16,7 @@ from agent.builtin.gcodegen import CUDA_HEAD, aten_scan_tile, fused_steps, fusib
 from agent.builtin.graph import GraphPlan, Kernel, Library, plan_graph
 from agent.builtin.layout import _kernel_leaves
 from agent.builtin.lower import Unsupported
-from agent.builtin.policy import candidate_source, make_plan, variants
+from agent.builtin.policy import RewrittenPlan, candidate_source, make_plan, variants
 from agent.builtin.trace import trace_graph
 from agent.engine.evaluate import EvalConfig
 from agent.loop.policies.base import PolicyError
@@ -442,6 +442,39 @@ def test_a_convolutions_own_bias_is_added_by_the_kernel_after_it_not_by_the_libr
     assert bias.shape == (8, 1, 1) and bias.strides == (1, 0, 0)
 
 
+# KernelBench 2/14 and 2/51 in small: a column sum and a column mean of a GEMM's output through a division, a shift by
+# a per-column parameter, a per-row scale and a negation; the second also keeps its input for a residual add.
+GEMM_SUMS = problem("""
+y = torch.matmul(x, self.weight.T) / 2.0
+a = (-(y - self.shift) * r).sum(dim=1, keepdim=True) * 1.5
+b = (self.lin(x) + 0.25).mean(dim=1)
+return torch.cat([a.flatten(), b + x[:, 0]])
+""", "x, r|torch.rand(32, 96), torch.rand(32, 1)", members="""
+self.weight = nn.Parameter(torch.randn(80, 96))
+self.shift = nn.Parameter(torch.randn(80))
+self.lin = nn.Linear(96, 72)
+""")
+
+# KernelBench 2/44, 2/42 and 2/77 in small, and a dilated, padded convolution: sums over every position of a
+# convolution's output. Taps that miss the padded edges (the first two, the fourth) and ones that meet every position
+# (the third: no padding), a per-channel affine (BatchNorm's running statistics) in between, inputs of uneven sides.
+CONV_SUMS = problem("""
+a = (self.up(x) * 0.5).mean(dim=[2, 3], keepdim=True).mean(dim=[2, 3], keepdim=True)
+b = torch.logsumexp(self.plain_up(x).mean(dim=(2, 3), keepdim=True) + self.bias, dim=1)
+c = self.pool(self.bn(self.up3(v) * 2.0))
+d = (self.conv(x) - 1.0).sum(dim=(-1, -2))
+return torch.cat([a.flatten(), b.flatten(), c.flatten(), d.flatten()])
+""", "x, v|torch.rand(2, 4, 9, 10), torch.rand(2, 3, 5, 6, 7)", members="""
+self.up = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1)
+self.plain_up = nn.ConvTranspose2d(4, 5, 3)
+self.bias = nn.Parameter(torch.randn(5, 1, 1))
+self.up3 = nn.ConvTranspose3d(3, 4, 3)
+self.bn = nn.BatchNorm3d(4)
+self.pool = nn.AdaptiveAvgPool3d((1, 1, 1))
+self.conv = nn.Conv2d(4, 6, 3, padding=2, dilation=2)
+""")
+
+
 def one_extension(sources: dict[str, str], head: str) -> str:
     """The CUDA of several candidates as one extension, each after the shared `head` in a namespace of its own: one
     nvcc build pays for torch's headers once (about 20 s a candidate on the dev box, built one by one)."""
@@ -467,7 +500,8 @@ CONV3D_POINTWISE = problem("return F.gelu(self.conv(x)) * 0.5", "x|torch.randn(2
 
 
 def test_every_template_family_compiles_with_nvcc(evaluator):
-    """Every family of graph kernels, in both the float4 and the scalar variants, and the channels-last variant."""
+    """Every family of graph kernels, in both the float4 and the scalar variants, the channels-last variant, and the
+    exact rewrites of sums through a GEMM or a convolution."""
     if not shutil.which("nvcc"):
         pytest.skip("needs nvcc (the CUDA toolkit) to compile the CUDA templates")
     sources = {}
@@ -476,10 +510,12 @@ def test_every_template_family_compiles_with_nvcc(evaluator):
                          ("fused", FUSED),
                          ("columns", COLUMNS),
                          ("conv_epilogue", CONV_EPILOGUE),
-                         ("conv_pointwise", CONV_POINTWISE), ("conv3d_pointwise", CONV3D_POINTWISE)]:
+                         ("conv_pointwise", CONV_POINTWISE), ("conv3d_pointwise", CONV3D_POINTWISE),
+                         ("gemm_sums", GEMM_SUMS), ("conv_sums", CONV_SUMS)]:
         plan = make_plan(trace_graph(evaluator, source), "cuda")
-        assert isinstance(plan, GraphPlan) and {k.kind for k in plan.kernels()} <= {"pointwise", "reduce", "pool", "scan"}
-        for n, variant in enumerate(variants(plan, "cuda")):
+        graph = plan.plan if isinstance(plan, RewrittenPlan) else plan  # its variants: the rewrite's, then as written
+        assert isinstance(graph, GraphPlan) and {k.kind for k in graph.kernels()} <= {"pointwise", "reduce", "pool", "scan"}
+        for n, variant in enumerate(v for v in variants(plan, "cuda") if v.rewritten or plan is graph):
             sources[f"{name}_{n}"] = candidate_source(plan, variant, "cuda")
     assert any("channels_last" in s for s in sources.values()) and any("float4" in s for s in sources.values())
     assert any("__shared__ float tile0" in s for s in sources.values())

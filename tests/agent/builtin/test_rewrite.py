@@ -10,40 +10,7 @@ from agent.builtin.policy import BuiltinPolicy, RewrittenPlan, candidate_source,
 from agent.builtin.rewrite import rewritten
 from agent.builtin.trace import trace_graph
 from tests.agent.builtin.on_gpu import assert_every_cuda_variant_accepted
-from tests.agent.builtin.test_graph import problem
-
-# KernelBench 2/14 and 2/51 in small: a column sum and a column mean of a GEMM's output through a division, a shift by
-# a per-column parameter, a per-row scale and a negation; the second also keeps its input for a residual add.
-GEMM_SUMS = problem("""
-y = torch.matmul(x, self.weight.T) / 2.0
-a = (-(y - self.shift) * r).sum(dim=1, keepdim=True) * 1.5
-b = (self.lin(x) + 0.25).mean(dim=1)
-return torch.cat([a.flatten(), b + x[:, 0]])
-""", "x, r|torch.rand(32, 96), torch.rand(32, 1)", members="""
-self.weight = nn.Parameter(torch.randn(80, 96))
-self.shift = nn.Parameter(torch.randn(80))
-self.lin = nn.Linear(96, 72)
-""")
-
-# KernelBench 2/44, 2/42 and 2/77 in small, and a dilated, padded convolution: sums over every position of a
-# convolution's output. Taps that miss the padded edges (the first two, the fourth) and ones that meet every position
-# (the third: no padding), a per-channel affine (BatchNorm's running statistics) in between, inputs of uneven sides.
-CONV_SUMS = problem("""
-a = (self.up(x) * 0.5).mean(dim=[2, 3], keepdim=True).mean(dim=[2, 3], keepdim=True)
-b = torch.logsumexp(self.plain_up(x).mean(dim=(2, 3), keepdim=True) + self.bias, dim=1)
-c = self.pool(self.bn(self.up3(v) * 2.0))
-d = (self.conv(x) - 1.0).sum(dim=(-1, -2))
-return torch.cat([a.flatten(), b.flatten(), c.flatten(), d.flatten()])
-""", "x, v|torch.rand(2, 4, 9, 10), torch.rand(2, 3, 5, 6, 7)", members="""
-self.up = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1)
-self.plain_up = nn.ConvTranspose2d(4, 5, 3)
-self.bias = nn.Parameter(torch.randn(5, 1, 1))
-self.up3 = nn.ConvTranspose3d(3, 4, 3)
-self.bn = nn.BatchNorm3d(4)
-self.pool = nn.AdaptiveAvgPool3d((1, 1, 1))
-self.conv = nn.Conv2d(4, 6, 3, padding=2, dilation=2)
-""")
-
+from tests.agent.builtin.test_graph import CONV_SUMS, GEMM_SUMS, problem
 
 def test_a_sum_over_a_gemms_columns_becomes_a_product_with_the_weights_columns_summed(evaluator):
     traced = trace_graph(evaluator, GEMM_SUMS)
