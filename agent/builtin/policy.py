@@ -32,7 +32,7 @@ Tracer = Callable[[str], dict[str, Any]]
 @dataclass
 class RewrittenPlan:
     """A whole-graph plan of the module after exact algebraic rewrites (rewrite.py), tried first, and the plan of the
-    module as written, whose variants are the fallback where no rewritten one is accepted."""
+    module as written, whose variants are measured only where no rewritten one was accepted faster than eager."""
 
     plan: GraphPlan
     original: Union[Plan, GraphPlan]
@@ -98,7 +98,15 @@ class BuiltinPolicy:
         # failed: after accepted ones it would cost an evaluation to learn nothing.
         fallback = len(tried) < len(options) and options[len(tried)].fallback and \
             all(t["status"] == "accepted" for t in tried)
-        if len(tried) < len(options) and near is None and alike is None and not fallback:
+        # A rewrite is there to be faster: one accepted but slower than eager sends the search on, through the
+        # rewrite's other variants, to the module as written; one that beats eager ends it before the written form.
+        won = _rewrite_won(options, tried)
+        ahead = options[len(tried)] if len(tried) < len(options) else None
+        if isinstance(plan, RewrittenPlan) and ahead is not None and ahead.rewritten and won is None:
+            near = alike = None
+            fallback = False
+        written_skipped = won is not None and ahead is not None and not ahead.rewritten
+        if ahead is not None and near is None and alike is None and not fallback and not written_skipped:
             variant = options[len(tried)]
             text = self._proposal(plan, variant, tried, len(options))
             call = ToolCall(f"call_{turn_index}_0", "write_candidate",
@@ -110,7 +118,11 @@ class BuiltinPolicy:
                                   + "; ".join(f"variant {i + 1}: {t['status']}" for i, t in enumerate(tried))
                                   + ". This is a gap in our templates; please report the problem module")
             best = max(accepted, key=lambda t: t["speedup"] or 0.0)
-            if alike is not None and len(tried) < len(options):
+            if written_skipped:
+                text = (f"The rewritten module was accepted at {won:.2f}x vs eager, faster than eager, so the module as "
+                        f"written is not measured. Submitting the fastest accepted one, variant "
+                        f"{tried.index(best) + 1} ({_figures(best)}).")
+            elif alike is not None and len(tried) < len(options):
                 text = (f"Variants 1 and 2 (256 and 128 threads per block) ran within {alike:.1%} of each other: the "
                         "kernels are not limited by the threads in flight, so 512 would not change them either, and the "
                         f"search stops. Submitting the fastest accepted one, variant {tried.index(best) + 1} "
@@ -140,7 +152,8 @@ class BuiltinPolicy:
         if not tried:
             rewrites = ""
             if isinstance(plan, RewrittenPlan):
-                rewrites = ("Exact rewrites, each to be judged by the verdict (the module as written is the fallback): "
+                rewrites = ("Exact rewrites, each judged by the verdict (the module as written is measured too unless one "
+                            "beats eager): "
                             + "; ".join(plan.notes) + ". ")
                 plan = plan.plan
             analysis = rewrites + (describe_graph(plan) if isinstance(plan, GraphPlan) else describe(plan))
@@ -191,11 +204,10 @@ def _plan_as_written(traced: dict[str, Any], device: str) -> Union[Plan, GraphPl
 
 def variants(plan: AnyPlan, device: str) -> list[Variant]:
     if isinstance(plan, RewrittenPlan):
-        # The rewritten plan's variants first; the module as written only where none of them is accepted.
+        # The rewritten plan's variants first; the module as written where none of them beat eager (BuiltinPolicy).
         rewrite = "; " + "; ".join(plan.notes)
         return ([dataclasses.replace(v, label=v.label + rewrite, rewritten=True) for v in variants(plan.plan, device)]
-                + [dataclasses.replace(v, label=v.label + "; the module as written", fallback=True)
-                   for v in variants(plan.original, device)])
+                + [dataclasses.replace(v, label=v.label + "; the module as written") for v in variants(plan.original, device)])
     return gcodegen.graph_variants(plan, device) if isinstance(plan, GraphPlan) else codegen.variants(plan, device)
 
 
@@ -205,6 +217,13 @@ def candidate_source(plan: AnyPlan, variant: Variant, device: str) -> str:
     if isinstance(plan, GraphPlan):
         return gcodegen.graph_source(plan, variant, device)
     return codegen.candidate_source(plan, variant, device)
+
+
+def _rewrite_won(options: list[Variant], tried: list[dict[str, Any]]) -> float | None:
+    """The best speedup vs eager of an accepted rewritten variant, where one beat eager; else None."""
+    speedups = [t["speedup"] for t, o in zip(tried, options)
+                if o.rewritten and t["status"] == "accepted" and (t["speedup"] or 0.0) >= 1.0]
+    return max(speedups) if speedups else None
 
 
 def _figures(t: dict[str, Any]) -> str:

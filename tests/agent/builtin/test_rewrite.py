@@ -65,27 +65,58 @@ def test_a_convolution_not_summed_linearly_over_every_position_is_left_as_writte
     assert rewritten(trace_graph(evaluator, source)) is None
 
 
-def test_the_rewritten_variants_come_first_and_the_module_as_written_is_only_the_fallback(evaluator):
+def test_the_rewritten_variants_come_first_and_the_module_as_written_keeps_its_own(evaluator):
     plan = make_plan(trace_graph(evaluator, GEMM_SUMS), "cuda")
     found = variants(plan, "cuda")
     written = [v for v in found if not v.rewritten]
-    assert found[0].rewritten and written and all(v.fallback for v in written)
-    assert found.index(written[0]) == sum(v.rewritten for v in found)
+    assert found[0].rewritten and written and found.index(written[0]) == sum(v.rewritten for v in found)
+    assert [v.fallback for v in written] == [v.fallback for v in variants(plan.original, "cuda")]
     assert "matrix-vector product" in found[0].label and "the module as written" in written[0].label
     assert "torch.mm(" in candidate_source(plan, found[0], "cuda")
 
 
-def test_the_policy_says_what_it_rewrote_and_tries_the_module_as_written_only_after_a_failure(evaluator):
+def _verdict(turn: object, status: str, ms: float | None = None) -> list[dict]:
+    """The write_candidate call and its verdict; an accepted one timed at `ms` against eager's 5 ms."""
+    content = f"status: {status} (reached stage correctness)"
+    if ms is not None:
+        content = (f"status: {status} (reached stage timing)\ntiming (median ms [p10-p90]):\n"
+                   f"  candidate     {ms:.4f} [4.3-4.4]\n  eager         5.0000 [4.9-5.1]  speedup {5.0 / ms:.2f}x")
+    return [turn.as_message(), {"role": "tool", "tool_call_id": turn.tool_calls[0].id, "content": content}]
+
+
+def _search(evaluator, verdicts: list[tuple[str, float | None]]) -> tuple[BuiltinPolicy, object]:
+    """The policy's turn after the given verdicts, one per variant in order."""
+    policy = BuiltinPolicy(GEMM_SUMS, lambda s: trace_graph(evaluator, s), "cuda")
+    messages: list[dict] = []
+    turn = policy.respond([{"role": "system", "content": "x"}], [])
+    for status, ms in verdicts:
+        messages += _verdict(turn, status, ms)
+        turn = policy.respond(messages, [])
+    return policy, turn
+
+
+def test_the_policy_says_what_it_rewrote(evaluator):
     policy = BuiltinPolicy(GEMM_SUMS, lambda s: trace_graph(evaluator, s), "cuda")
     first = policy.respond([{"role": "system", "content": "x"}], [])
     assert "Exact rewrites" in first.text and "the sum over the 80 columns" in first.text
-    failed: list[dict] = []
-    turn = first
-    for _ in range(sum(v.rewritten for v in variants(policy.plan(), "cuda"))):
-        failed += [turn.as_message(), {"role": "tool", "tool_call_id": turn.tool_calls[0].id,
-                                       "content": "status: incorrect (reached stage correctness)"}]
-        turn = policy.respond(failed, [])
-    assert turn.tool_calls[0].name == "write_candidate" and "the module as written" in turn.text
+
+
+def test_a_rewrite_that_fails_or_loses_to_eager_sends_the_search_on_to_the_module_as_written(evaluator):
+    rewrites = sum(v.rewritten for v in variants(_search(evaluator, [])[0].plan(), "cuda"))
+    _, failed = _search(evaluator, [("incorrect", None)] * rewrites)
+    assert failed.tool_calls[0].name == "write_candidate" and "the module as written" in failed.text
+    # Slower than eager, two block sizes alike: not the end of the search, as it would be for the module as written.
+    _, slow = _search(evaluator, [("accepted", 11.0), ("accepted", 11.05)])
+    assert slow.tool_calls[0].name == "write_candidate" and "Next, variant 3" in slow.text
+    _, slow = _search(evaluator, [("accepted", 11.0 + i / 10) for i in range(rewrites)])
+    assert slow.tool_calls[0].name == "write_candidate" and "the module as written" in slow.text
+
+
+def test_a_rewrite_faster_than_eager_ends_the_search_before_the_module_as_written(evaluator):
+    rewrites = sum(v.rewritten for v in variants(_search(evaluator, [])[0].plan(), "cuda"))
+    _, fast = _search(evaluator, [("accepted", 0.25 + i / 10) for i in range(rewrites)])
+    assert fast.tool_calls[0].name == "submit" and "the module as written is not measured" in fast.text
+    assert "variant 1 (0.2500 ms, 20.00x vs eager)" in fast.text
 
 
 @pytest.mark.parametrize("name, source", [("gemm", GEMM_SUMS), ("conv", CONV_SUMS)])
