@@ -27,7 +27,9 @@ SUMS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean", "aten.sum.defaul
 SCALES = {"aten.mul.Tensor", "aten.div.Tensor"}
 SHIFTS = {"aten.add.Tensor", "aten.sub.Tensor"}
 NEG = "aten.neg.default"
-FLOATS = {"float32", "float16", "bfloat16"}
+# float32 only: in a narrow type every partial sum the rewrite stores (the input summed over a dim, less its edges)
+# would be rounded to that type, where the reference rounds once after a float32 accumulation.
+FLOATS = {"float32"}
 # Below this many summed elements per output the anchor does little more than the rewritten form would.
 MIN_SUMMED = 8
 # A convolution whose taps miss more input positions than this along a dim is left as written.

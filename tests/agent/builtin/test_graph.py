@@ -388,9 +388,16 @@ def test_column_reductions_on_a_gpu_slice_the_reduction_across_a_blocks_warps(ev
     assert "ks_slice" not in cpu
 
 
-def test_column_reductions_match_pytorch_on_the_cpu(evaluator):
-    plan = make_plan(trace_graph(evaluator, COLUMNS))
-    verdict = evaluator.evaluate(COLUMNS, candidate_source(plan, variants(plan, "cpu")[0], "cpu"))
+@pytest.mark.parametrize("name, source, columns", [("columns", COLUMNS, "float acc[64];"),
+                                                   ("long_columns", LONG_COLUMNS, "double acc[64];")])
+def test_column_reductions_on_the_cpu_walk_each_row_once_for_64_outputs_and_match_pytorch(evaluator, name, source,
+                                                                                        columns):
+    plan = make_plan(trace_graph(evaluator, source))
+    cpu = candidate_source(plan, variants(plan, "cpu")[0], "cpu")
+    # COLUMNS: sum, mean, amax and any down the columns and y's sum over its middle dim (its min, argmax and argmin keep
+    # a task per output); LONG_COLUMNS: its sum and mean, 20000 rows long, in double.
+    assert cpu.count(columns) == (5 if name == "columns" else 2)
+    verdict = evaluator.evaluate(source, cpu)
     assert verdict.accepted, (verdict.status, verdict.message)
 
 
