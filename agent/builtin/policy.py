@@ -131,6 +131,12 @@ class BuiltinPolicy:
                 text = (f"Variants 1 to {len(tried)} were all accepted; variant {len(tried) + 1} ({options[len(tried)].label}) "
                         f"is only the fallback for a problem where they fail, so the search stops. Submitting the fastest "
                         f"accepted one, variant {tried.index(best) + 1} ({_figures(best)}).")
+            elif near is not None and len(tried) < len(options) and near > 1.0:
+                # The engine's bound counts the module as written (a rewrite's sum through a GEMM skips its FLOPs).
+                text = (f"Variant {len(tried)} runs at {near:.0%} of the speed of light of the module as written: the "
+                        "rewrite removed work that bound counts, so no variant can gain what is left of it, and the "
+                        f"search stops. Submitting the fastest accepted one, variant {tried.index(best) + 1} "
+                        f"({_figures(best)}).")
             elif near is not None and len(tried) < len(options):
                 text = (f"Variant {len(tried)} runs at {near:.0%} of the speed of light, within {1 - NEAR_ROOF:.0%} of "
                         f"the roof: the other {len(options) - len(tried)} variants could not gain more than that, so "

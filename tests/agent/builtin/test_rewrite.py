@@ -75,22 +75,25 @@ def test_the_rewritten_variants_come_first_and_the_module_as_written_keeps_its_o
     assert "torch.mm(" in candidate_source(plan, found[0], "cuda")
 
 
-def _verdict(turn: object, status: str, ms: float | None = None) -> list[dict]:
+def _verdict(turn: object, status: str, ms: float | None = None, sol: float | None = None) -> list[dict]:
     """The write_candidate call and its verdict; an accepted one timed at `ms` against eager's 5 ms."""
     content = f"status: {status} (reached stage correctness)"
     if ms is not None:
         content = (f"status: {status} (reached stage timing)\ntiming (median ms [p10-p90]):\n"
                    f"  candidate     {ms:.4f} [4.3-4.4]\n  eager         5.0000 [4.9-5.1]  speedup {5.0 / ms:.2f}x")
+    if sol is not None:
+        content += (f"\n  headline: 20.00x vs the faster of eager and torch.compile; {sol:.1%} of the speed of light "
+                    "(compute-bound, 0.3000 ms at the device's measured peaks)")
     return [turn.as_message(), {"role": "tool", "tool_call_id": turn.tool_calls[0].id, "content": content}]
 
 
-def _search(evaluator, verdicts: list[tuple[str, float | None]]) -> tuple[BuiltinPolicy, object]:
-    """The policy's turn after the given verdicts, one per variant in order."""
+def _search(evaluator, verdicts: list[tuple]) -> tuple[BuiltinPolicy, object]:
+    """The policy's turn after the given verdicts (status, ms[, speed of light]), one per variant in order."""
     policy = BuiltinPolicy(GEMM_SUMS, lambda s: trace_graph(evaluator, s), "cuda")
     messages: list[dict] = []
     turn = policy.respond([{"role": "system", "content": "x"}], [])
-    for status, ms in verdicts:
-        messages += _verdict(turn, status, ms)
+    for verdict in verdicts:
+        messages += _verdict(turn, *verdict)
         turn = policy.respond(messages, [])
     return policy, turn
 
@@ -117,6 +120,9 @@ def test_a_rewrite_faster_than_eager_ends_the_search_before_the_module_as_writte
     _, fast = _search(evaluator, [("accepted", 0.25 + i / 10) for i in range(rewrites)])
     assert fast.tool_calls[0].name == "submit" and "the module as written is not measured" in fast.text
     assert "variant 1 (0.2500 ms, 20.00x vs eager)" in fast.text
+    # Above the bound of the module as written (its GEMM's FLOPs, which the rewrite skips): said as such.
+    _, above = _search(evaluator, [("accepted", 0.25, 1.38)])
+    assert above.tool_calls[0].name == "submit" and "138% of the speed of light of the module as written" in above.text
 
 
 @pytest.mark.parametrize("name, source", [("gemm", GEMM_SUMS), ("conv", CONV_SUMS)])
