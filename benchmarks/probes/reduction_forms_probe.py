@@ -47,6 +47,8 @@ def main() -> None:
                 plan = policy.make_plan(json.loads(buf.getvalue()), "cuda")
             except Exception:  # noqa: BLE001 - a problem the policy does not plan has no reductions to show
                 continue
+            if isinstance(plan, policy.RewrittenPlan):
+                plan = plan.plan  # the rewritten graph's reductions: its variants are tried first
             if not isinstance(plan, GraphPlan):
                 continue
             variant = policy.variants(plan, "cuda")[0]
