@@ -82,14 +82,20 @@ def _pushed_dims(node: dict[str, Any], by_name: dict[str, dict[str, Any]]) -> se
     if shape is None or _dtype(node) not in FLOATS or node.get("kwargs"):
         return None
     if target in (MM, ADDMM):
-        return {1} if len(shape) == 2 and shape[1] >= MIN_SUMMED else None
+        operands = node.get("args", [])[-2:]
+        matrices = len(operands) == 2 and all(len(_operand_shape(a, by_name) or ()) == 2 for a in operands)
+        return {1} if matrices and len(shape) == 2 and shape[1] >= MIN_SUMMED else None
     if target != CONV or len(shape) < 3 or len(node.get("args", [])) != 9:
         return None
     x, w, _, stride, padding, dilation, transposed, _, groups = node["args"]
-    lists = all(isinstance(v, list) and all(isinstance(i, int) for i in v) for v in (stride, padding, dilation))
+    spatial = len(shape) - 2
+    lists = all(isinstance(v, list) and len(v) == spatial and all(isinstance(i, int) for i in v)
+                for v in (stride, padding, dilation))
     if not lists or groups != 1 or (not transposed and any(s != 1 for s in stride)):
         return None
-    if math.prod(shape[2:]) < MIN_SUMMED or _shape(by_name[x["node"]]) is None or _shape(by_name[w["node"]]) is None:
+    x_shape, w_shape = _operand_shape(x, by_name), _operand_shape(w, by_name)
+    if math.prod(shape[2:]) < MIN_SUMMED or x_shape is None or w_shape is None or \
+            len(x_shape) != len(shape) or len(w_shape) != len(shape):
         return None
     for d in range(len(shape) - 2):
         ranges = _ranges(node, by_name, d)
@@ -386,6 +392,13 @@ def _reduced_dims(op: dict[str, Any], rank: int) -> set[int] | None:
     if not isinstance(dims, list) or not all(isinstance(d, int) for d in dims):
         return None
     return {d % rank for d in dims}
+
+
+def _operand_shape(value: Any, by_name: dict[str, dict[str, Any]]) -> tuple[int, ...] | None:
+    """The shape of a node operand; None for anything else (a constant, a node without one)."""
+    if not isinstance(value, dict) or value.get("node") not in by_name:
+        return None
+    return _shape(by_name[value["node"]])
 
 
 def _constant_along(other: Any, pushed: set[int], full: tuple[int, ...], by_name: dict[str, dict[str, Any]]) -> bool:
