@@ -66,18 +66,19 @@ def _first_summed_anchor(nodes: list[dict[str, Any]]) -> tuple[list[dict[str, An
     users = _users(nodes)
     by_name = {n["name"]: n for n in nodes}
     for node in nodes:
-        pushed = _pushed_dims(node, by_name)
-        if pushed is None:
+        pushable = _pushed_dims(node, by_name)
+        if pushable is None:
             continue
-        chain = _linear_chain(node, pushed, users, by_name)
-        if chain is not None:
-            return _rewrite(nodes, node, pushed, chain), _note(node, chain[-1])
+        found = _linear_chain(node, pushable, users, by_name)
+        if found is not None:
+            chain, pushed = found
+            return _rewrite(nodes, node, pushed, chain), _note(node, pushed, chain[-1])
     return None
 
 
 def _pushed_dims(node: dict[str, Any], by_name: dict[str, dict[str, Any]]) -> set[int] | None:
-    """The output dims a sum can be taken through `node` over: a GEMM's columns; all of a convolution's positions
-    (groups of one; a strided convolution's taps read strided inputs, so only its transpose may have a stride)."""
+    """The output dims a sum can be taken through `node` over: a GEMM's columns; a convolution's spatial dims (groups
+    of one; along a dim where a convolution is strided its taps read strided inputs, so only its transpose's)."""
     target, shape = node.get("target"), _shape(node)
     if shape is None or _dtype(node) not in FLOATS or node.get("kwargs"):
         return None
@@ -91,19 +92,22 @@ def _pushed_dims(node: dict[str, Any], by_name: dict[str, dict[str, Any]]) -> se
     spatial = len(shape) - 2
     lists = all(isinstance(v, list) and len(v) == spatial and all(isinstance(i, int) for i in v)
                 for v in (stride, padding, dilation))
-    if not lists or groups != 1 or (not transposed and any(s != 1 for s in stride)):
+    if not lists or groups != 1:
         return None
     x_shape, w_shape = _operand_shape(x, by_name), _operand_shape(w, by_name)
-    if math.prod(shape[2:]) < MIN_SUMMED or x_shape is None or w_shape is None or \
-            len(x_shape) != len(shape) or len(w_shape) != len(shape):
+    if x_shape is None or w_shape is None or len(x_shape) != len(shape) or len(w_shape) != len(shape):
         return None
-    for d in range(len(shape) - 2):
+    pushable = set()
+    for d in range(spatial):
         ranges = _ranges(node, by_name, d)
+        if not transposed and stride[d] != 1:
+            continue  # a strided convolution's taps read strided inputs: the dim stays the convolution's
         if any(lo >= hi for lo, hi in ranges):
-            return None  # a tap that meets no input position (padding wider than the kernel's reach)
-        if _tap_masks(ranges, _shape(by_name[x["node"]])[2 + d]) is None:
-            return None  # an edge term per position: a wide padding would make a long expression
-    return set(range(2, len(shape)))
+            continue  # a tap that meets no input position (padding wider than the kernel's reach)
+        if _tap_masks(ranges, x_shape[2 + d]) is None:
+            continue  # an edge term per position: a wide padding would make a long expression
+        pushable.add(2 + d)
+    return pushable or None
 
 
 def _ranges(conv: dict[str, Any], by_name: dict[str, dict[str, Any]], d: int) -> list[tuple[int, int]]:
@@ -123,12 +127,14 @@ def _ranges(conv: dict[str, Any], by_name: dict[str, dict[str, Any]], d: int) ->
     return found
 
 
-def _linear_chain(anchor: dict[str, Any], pushed: set[int], users: dict[str, list[dict[str, Any]]],
-                  by_name: dict[str, dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """The ops from the anchor to a reduction over (at least) the pushed dims, the reduction last, each the only
-    user of the one before and linear in it; None where the anchor's output goes anywhere else."""
+def _linear_chain(anchor: dict[str, Any], pushable: set[int], users: dict[str, list[dict[str, Any]]],
+                  by_name: dict[str, dict[str, Any]]) -> tuple[list[dict[str, Any]], set[int]] | None:
+    """The ops from the anchor to a reduction, the reduction last, each the only user of the one before and linear in
+    it, and the pushable dims the reduction sums over (a GEMM's columns must be among them); None where the anchor's
+    output goes anywhere else."""
     shape = _shape(anchor)
     chain: list[dict[str, Any]] = []
+    factors: list[Any] = []
     current = anchor
     while True:
         after = users.get(current["name"], [])
@@ -138,9 +144,16 @@ def _linear_chain(anchor: dict[str, Any], pushed: set[int], users: dict[str, lis
         target = op.get("target")
         if target in SUMS:
             dims = _reduced_dims(op, len(shape))
-            if dims is None or not pushed <= dims or op.get("kwargs") or _shape(op) is None:
+            if dims is None or op.get("kwargs") or _shape(op) is None:
                 return None
-            return chain + [op]
+            pushed = dims & pushable
+            gemm = anchor["target"] in (MM, ADDMM)
+            if not pushed or (gemm and pushed != pushable) or math.prod(shape[d] for d in pushed) < MIN_SUMMED:
+                return None
+            # A factor constant along the summed dims: a number, or a tensor of extent one there.
+            if not all(_constant_along(other, pushed, shape, by_name) for other in factors):
+                return None
+            return chain + [op], pushed
         if _shape(op) != shape or _dtype(op) != _dtype(anchor) or op.get("kwargs"):
             return None  # broadcast past the anchor's shape, a type change, or an alpha
         args = op.get("args", [])
@@ -148,10 +161,9 @@ def _linear_chain(anchor: dict[str, Any], pushed: set[int], users: dict[str, lis
         if target == NEG and args == [ref]:
             pass
         elif target in SCALES and len(args) == 2 and (args[0] == ref) != (args[1] == ref):
-            other = args[1] if args[0] == ref else args[0]
-            # A factor constant along the summed dims: a number, or a tensor of extent one there.
-            if (target == "aten.div.Tensor" and args[1] == ref) or not _constant_along(other, pushed, shape, by_name):
+            if target == "aten.div.Tensor" and args[1] == ref:
                 return None
+            factors.append(args[1] if args[0] == ref else args[0])
         elif target in SHIFTS and len(args) == 2 and (args[0] == ref) != (args[1] == ref):
             other = args[1] if args[0] == ref else args[0]
             if not (_number(other) or (isinstance(other, dict) and _shape(by_name.get(other.get("node"), {})) is not None)):
@@ -193,7 +205,7 @@ def _rewrite(nodes: list[dict[str, Any]], anchor: dict[str, Any], pushed: set[in
     emit = _Emitter(nodes, anchor)
     full = _shape(anchor)
     count = math.prod(full[d] for d in pushed)
-    value = _summed_gemm(emit, anchor) if anchor["target"] in (MM, ADDMM) else _summed_conv(emit, anchor)
+    value = _summed_gemm(emit, anchor) if anchor["target"] in (MM, ADDMM) else _summed_conv(emit, anchor, pushed)
 
     def summed(other: Any) -> Any:
         """The sum over the pushed dims of `other` broadcast to the anchor's shape."""
@@ -264,11 +276,11 @@ def _summed_gemm(emit: _Emitter, gemm: dict[str, Any]) -> dict[str, str]:
     return emit("aten.add.Tensor", [value, total], _broadcast((rows, 1), emit.shape_of(total)))
 
 
-def _per_tap(emit: _Emitter, value: dict[str, str], whole: dict[str, str],
-             ranges: list[tuple[int, int]]) -> dict[str, str]:
-    """value's dim 2 summed for each tap over the positions [lo, hi) it meets, on a new last dim: the whole sum less
-    each edge position times whether the tap misses it (comparisons of the tap's index: one pointwise kernel)."""
-    size = emit.shape_of(value)[2]
+def _per_tap(emit: _Emitter, value: dict[str, str], whole: dict[str, str], ranges: list[tuple[int, int]],
+             axis: int) -> dict[str, str]:
+    """value's dim `axis` summed for each tap over the positions [lo, hi) it meets, on a new last dim: the whole sum
+    less each edge position times whether the tap misses it (comparisons of the tap's index: one pointwise kernel)."""
+    size = emit.shape_of(value)[axis]
     taps = len(ranges)
     shape = emit.shape_of(whole) + (taps,)
     entry = emit("aten.unsqueeze.default", [whole, -1], emit.shape_of(whole) + (1,))
@@ -279,7 +291,7 @@ def _per_tap(emit: _Emitter, value: dict[str, str], whole: dict[str, str],
             mask = emit(op, [index, threshold], (taps,), "bool")
             term = emit("prims.convert_element_type.default", [mask, {"dtype": emit.dtype}], (taps,))
             weight = term if weight is None else emit("aten.add.Tensor", [weight, term], (taps,))
-        row = emit("aten.select.int", [value, 2, position], emit.shape_of(whole))
+        row = emit("aten.select.int", [value, axis, position], emit.shape_of(whole))
         column = emit("aten.unsqueeze.default", [row, -1], emit.shape_of(whole) + (1,))
         entry = emit("aten.sub.Tensor", [entry, emit("aten.mul.Tensor", [column, weight], shape)], shape)
     return entry
@@ -313,46 +325,92 @@ def _tap_masks(ranges: list[tuple[int, int]], size: int) -> list[tuple[int, list
     return found if len(found) <= MAX_EDGES else None
 
 
-def _summed_conv(emit: _Emitter, conv: dict[str, Any]) -> dict[str, str]:
-    """The sum over every output position of a convolution (or its transpose) of one group:
-    sum_o y[b, co, o] = |o| * bias[co] + sum_{ci, k} w[ci, co, k] * X[b, ci, k], where X[b, ci, k] is the sum of the
-    input over the positions tap k meets. Each spatial dim is reduced in turn: the whole dim summed once (for the
-    first, the one pass over the input), less the few edge positions a tap misses, one entry per tap."""
-    x, w, bias, *_, transposed, _, _ = conv["args"]
+def _summed_conv(emit: _Emitter, conv: dict[str, Any], pushed: set[int]) -> dict[str, str]:
+    """The sum over the pushed spatial dims of a convolution (or its transpose) of one group:
+    sum_o y[b, co, o] = |o| * bias[co] + sum_{ci, k} w[ci, co, k] * X[b, ci, k], where o and k run over the pushed
+    dims and X[b, ci, k] is the input summed over the positions tap k meets. Each pushed dim is reduced in turn: the
+    whole dim summed (for the first, the one pass over the input), less the few edge positions a tap misses, one entry
+    per tap. Over every dim, X meets the weight in one GEMM; over some, the kept taps become input channels of the
+    same convolution over the dims left."""
+    x, w, bias, stride, padding, dilation, transposed, output_padding, _ = conv["args"]
     full = _shape(conv)
     batch, out_channels, spatial = full[0], full[1], len(full) - 2
     taps = emit.shape_of(w)[2:]
+    rest = [d for d in range(spatial) if 2 + d not in pushed]  # the spatial dims left to the convolution
     value = x
-    kept: list[int] = []  # the spatial dims whose taps meet different positions: one entry per tap
+    kept: list[int] = []  # the pushed dims whose taps meet different positions: one entry per tap
     for d in range(spatial):
-        whole = emit.sum(value, [2], False)
+        if d in rest:
+            continue
+        axis = 2 + sum(1 for e in rest if e < d)  # the pushed dims before d are reduced; their taps are last
+        whole = emit.sum(value, [axis], False)
         ranges = _ranges(conv, emit.by_name, d)
         if len(set(ranges)) == 1:
             # Every tap meets every position (no padding to crop): the weight's taps are summed instead.
             value = whole
             continue
         kept.append(d)
-        value = _per_tap(emit, value, whole, ranges)
+        value = _per_tap(emit, value, whole, ranges, axis)
     in_channels = emit.shape_of(x)[1]
-    collapsed = [2 + d for d in range(spatial) if d not in kept]
+    collapsed = [2 + d for d in range(spatial) if d not in kept and d not in rest]
     if collapsed:
         w = emit.sum(w, collapsed, False)
-    taps = tuple(taps[d] for d in kept)
-    flat = math.prod(taps) * in_channels
+    left = [d for d in range(spatial) if d in kept or d in rest]  # w's tap dims now, in order
+    flat = math.prod(taps[d] for d in kept) * in_channels
+    count = math.prod(full[2 + d] for d in range(spatial) if d not in rest)
+    if rest:
+        return _conv_of_sums(emit, conv, value, w, kept, rest, left, flat, count)
     sums = emit("aten.view.default", [value, [batch, flat]], (batch, flat)) if kept else value
+    kept_taps = tuple(taps[d] for d in kept)
     if transposed:  # w: (Cin, Cout, *taps) -> rows (ci, k), columns co
         order = [0] + list(range(2, 2 + len(kept))) + [1]
-        moved = emit("aten.permute.default", [w, order], (in_channels, *taps, out_channels))
+        moved = emit("aten.permute.default", [w, order], (in_channels, *kept_taps, out_channels))
         weights = emit("aten.reshape.default", [moved, [flat, out_channels]], (flat, out_channels))
     else:  # w: (Cout, Cin, *taps)
         rows = emit("aten.view.default", [w, [out_channels, flat]], (out_channels, flat))
         weights = emit("aten.permute.default", [rows, [1, 0]], (flat, out_channels))
     value = emit(MM, [sums, weights], (batch, out_channels))
     if bias is not None:
-        scaled = emit("aten.mul.Tensor", [bias, math.prod(full[2:])], (out_channels,))
+        scaled = emit("aten.mul.Tensor", [bias, count], (out_channels,))
         value = emit("aten.add.Tensor", [value, scaled], (batch, out_channels))
     return emit("aten.view.default", [value, [batch, out_channels] + [1] * spatial],
                 (batch, out_channels) + (1,) * spatial)
+
+
+def _conv_of_sums(emit: _Emitter, conv: dict[str, Any], value: dict[str, str], w: dict[str, str], kept: list[int],
+                  rest: list[int], left: list[int], flat: int, count: int) -> dict[str, str]:
+    """The same convolution over the dims left (`rest`), its input channels the input's channels times the kept
+    taps of the summed dims: value is (B, Cin, *rest's positions, *kept taps), w (.., .., *taps of `left`)."""
+    x, _, bias, stride, padding, dilation, transposed, output_padding, _ = conv["args"]
+    full = _shape(conv)
+    batch, out_channels = full[0], full[1]
+    shape, w_shape = emit.shape_of(value), emit.shape_of(w)
+    nr, nk = len(rest), len(kept)
+    # (B, Cin, *kept taps, *positions) -> (B, Cin * taps, *positions): the taps beside the channels they scale.
+    order = [0, 1] + list(range(2 + nr, 2 + nr + nk)) + list(range(2, 2 + nr))
+    moved = emit("aten.permute.default", [value, order], tuple(shape[i] for i in order))
+    positions = list(shape[2:2 + nr])
+    sums = emit("aten.reshape.default", [moved, [batch, flat] + positions], (batch, flat, *positions))
+    kept_at = [2 + left.index(d) for d in kept]
+    rest_at = [2 + left.index(d) for d in rest]
+    rest_taps = [w_shape[i] for i in rest_at]
+    if transposed:  # w: (Cin, Cout, ...) -> (Cin * kept taps, Cout, *rest's taps)
+        order = [0] + kept_at + [1] + rest_at
+        rows, cols = [flat, out_channels], (flat, out_channels)
+    else:  # w: (Cout, Cin, ...) -> (Cout, Cin * kept taps, *rest's taps)
+        order = [0, 1] + kept_at + rest_at
+        rows, cols = [out_channels, flat], (out_channels, flat)
+    moved_w = emit("aten.permute.default", [w, order], tuple(w_shape[i] for i in order))
+    weights = emit("aten.reshape.default", [moved_w, rows + rest_taps], cols + tuple(rest_taps))
+    out = (batch, out_channels) + tuple(full[2 + d] for d in rest)
+    pick = (lambda values: [values[d] for d in rest])
+    value = emit(CONV, [sums, weights, None, pick(stride), pick(padding), pick(dilation), transposed,
+                        pick(output_padding), 1], out)
+    if bias is not None:
+        column = emit("aten.view.default", [bias, [out_channels] + [1] * nr], (out_channels,) + (1,) * nr)
+        value = emit("aten.add.Tensor", [value, emit("aten.mul.Tensor", [column, count], emit.shape_of(column))], out)
+    kept_shape = [batch, out_channels] + [full[2 + d] if d in rest else 1 for d in range(len(full) - 2)]
+    return emit("aten.view.default", [value, kept_shape], tuple(kept_shape))
 
 
 def _without_dead_views(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -413,16 +471,20 @@ def _constant_along(other: Any, pushed: set[int], full: tuple[int, ...], by_name
     return all(d < lead or own[d - lead] == 1 for d in pushed)
 
 
-def _note(anchor: dict[str, Any], reduction: dict[str, Any]) -> str:
+def _note(anchor: dict[str, Any], pushed: set[int], reduction: dict[str, Any]) -> str:
     kind, shape = SUMS[reduction["target"]], _shape(anchor)
     if anchor["target"] != CONV:
         rows, cols = shape
         return (f"the {kind} over the {cols} columns of a {rows} x {cols} GEMM taken as a matrix-vector product with "
                 "the weight's columns summed first")
     which = "transposed convolution" if anchor["args"][6] else "convolution"
-    positions = " x ".join(str(n) for n in shape[2:])
-    return (f"the {kind} over the {positions} positions of a {which}'s output taken as a product of the input's "
-            "sums (less the edges each tap misses) with the weight's taps")
+    positions = " x ".join(str(shape[d]) for d in sorted(pushed))
+    if len(pushed) == len(shape) - 2:
+        return (f"the {kind} over the {positions} positions of a {which}'s output taken as a product of the input's "
+                "sums (less the edges each tap misses) with the weight's taps")
+    dims = ", ".join(str(d) for d in sorted(pushed))
+    return (f"the {kind} over dim {dims} ({positions} positions) of a {which}'s output taken as a {which} over the "
+            "other dims of the input summed over it (less the edges each tap misses), each of its taps an input channel")
 
 
 def _shape(node: dict[str, Any]) -> tuple[int, ...] | None:

@@ -482,6 +482,21 @@ self.conv = nn.Conv2d(4, 6, 3, padding=2, dilation=2)
 """)
 
 
+# KernelBench 2/13 in small, and sums over some of a convolution's dims only: a transposed 3D convolution's mean over
+# depth before a bias and a softmax over channels; a convolution strided along the width summed over the height; a
+# padded transposed one summed over the width. The dims left stay a convolution, the summed dims' taps its channels.
+PARTIAL_CONV_SUMS = problem("""
+a = torch.softmax(self.up3(v).mean(dim=2, keepdim=True) + self.bias, dim=1)
+b = self.strided(x).sum(dim=2)
+c = (self.up(x) * 2.0).sum(dim=3)
+return torch.cat([a.flatten(), b.flatten(), c.flatten()])
+""", "x, v|torch.rand(2, 4, 9, 10), torch.rand(2, 3, 9, 6, 7)", members="""
+self.up3 = nn.ConvTranspose3d(3, 4, 3, stride=(1, 2, 1), padding=1)
+self.bias = nn.Parameter(torch.randn(1, 4, 1, 1, 1))
+self.strided = nn.Conv2d(4, 6, 3, stride=(1, 2), padding=1)
+self.up = nn.ConvTranspose2d(4, 5, 3, padding=1)
+""")
+
 def one_extension(sources: dict[str, str], head: str) -> str:
     """The CUDA of several candidates as one extension, each after the shared `head` in a namespace of its own: one
     nvcc build pays for torch's headers once (about 20 s a candidate on the dev box, built one by one)."""
@@ -518,7 +533,7 @@ def test_every_template_family_compiles_with_nvcc(evaluator):
                          ("columns", COLUMNS),
                          ("conv_epilogue", CONV_EPILOGUE),
                          ("conv_pointwise", CONV_POINTWISE), ("conv3d_pointwise", CONV3D_POINTWISE),
-                         ("gemm_sums", GEMM_SUMS), ("conv_sums", CONV_SUMS)]:
+                         ("gemm_sums", GEMM_SUMS), ("conv_sums", CONV_SUMS), ("partial_conv_sums", PARTIAL_CONV_SUMS)]:
         plan = make_plan(trace_graph(evaluator, source), "cuda")
         graph = plan.plan if isinstance(plan, RewrittenPlan) else plan  # its variants: the rewrite's, then as written
         assert isinstance(graph, GraphPlan) and {k.kind for k in graph.kernels()} <= {"pointwise", "reduce", "pool", "scan"}

@@ -10,7 +10,7 @@ from agent.builtin.policy import BuiltinPolicy, RewrittenPlan, candidate_source,
 from agent.builtin.rewrite import rewritten
 from agent.builtin.trace import trace_graph
 from tests.agent.builtin.on_gpu import assert_every_cuda_variant_accepted
-from tests.agent.builtin.test_graph import CONV_SUMS, GEMM_SUMS, problem
+from tests.agent.builtin.test_graph import CONV_SUMS, GEMM_SUMS, PARTIAL_CONV_SUMS, problem
 
 def test_a_sum_over_a_gemms_columns_becomes_a_product_with_the_weights_columns_summed(evaluator):
     traced = trace_graph(evaluator, GEMM_SUMS)
@@ -53,13 +53,25 @@ def test_a_gemm_output_that_is_not_only_summed_linearly_over_its_columns_is_left
     assert not isinstance(make_plan(traced, "cuda"), RewrittenPlan)
 
 
+def test_a_sum_over_some_of_a_convolutions_dims_leaves_a_convolution_over_the_others(evaluator):
+    found = rewritten(trace_graph(evaluator, PARTIAL_CONV_SUMS))
+    assert found is not None and len(found.notes) == 3
+    assert "the mean over dim 2 (9 positions) of a transposed convolution's output" in found.notes[0]
+    assert "the sum over dim 2 (9 positions) of a convolution's output" in found.notes[1]
+    assert "the sum over dim 3 (10 positions)" in found.notes[2]
+    convolutions = [n for n in found.traced["graph"]["nodes"] if n.get("target") == "aten.convolution.default"]
+    # One spatial dim fewer each, the summed dim's three taps as channels: 3 * 3 for the 3D one, 4 * 3 for the others.
+    shapes = {n["name"]: n["val"]["shape"] for n in found.traced["graph"]["nodes"] if isinstance(n.get("val"), dict)}
+    assert [len(n["val"]["shape"]) for n in convolutions] == [4, 3, 3]
+    assert [shapes[n["args"][0]["node"]][1] for n in convolutions] == [9, 12, 12]
+
+
 @pytest.mark.parametrize("forward, members", [
-    ("return self.conv(x).mean(dim=2)", ""),  # over some of the positions only
     ("return self.strided(x).sum(dim=(2, 3))", ""),  # a strided convolution's taps read strided inputs
     ("return self.grouped(x).sum(dim=(2, 3))", ""),
     ("return torch.relu(self.conv(x)).mean(dim=(2, 3))", ""),
 ])
-def test_a_convolution_not_summed_linearly_over_every_position_is_left_as_written(evaluator, forward, members):
+def test_a_convolution_not_summed_linearly_over_a_dim_it_can_be_summed_through_is_left_as_written(evaluator, forward, members):
     source = problem(forward, "x|torch.rand(2, 4, 9, 10)", members="self.conv = nn.Conv2d(4, 6, 3)\n"
                      "self.strided = nn.Conv2d(4, 6, 3, stride=2)\nself.grouped = nn.Conv2d(4, 6, 3, groups=2)")
     assert rewritten(trace_graph(evaluator, source)) is None
@@ -125,7 +137,7 @@ def test_a_rewrite_faster_than_eager_ends_the_search_before_the_module_as_writte
     assert above.tool_calls[0].name == "submit" and "138% of the speed of light of the module as written" in above.text
 
 
-@pytest.mark.parametrize("name, source", [("gemm", GEMM_SUMS), ("conv", CONV_SUMS)])
+@pytest.mark.parametrize("name, source", [("gemm", GEMM_SUMS), ("conv", CONV_SUMS), ("partial", PARTIAL_CONV_SUMS)])
 def test_every_rewritten_variant_is_accepted_on_the_cpu(evaluator, name, source):
     plan = make_plan(trace_graph(evaluator, source), "cpu")
     assert isinstance(plan, RewrittenPlan)
@@ -134,6 +146,6 @@ def test_every_rewritten_variant_is_accepted_on_the_cpu(evaluator, name, source)
         assert verdict.accepted, (variant.label, verdict.status, verdict.message)
 
 
-@pytest.mark.parametrize("name, source", [("gemm", GEMM_SUMS), ("conv", CONV_SUMS)])
+@pytest.mark.parametrize("name, source", [("gemm", GEMM_SUMS), ("conv", CONV_SUMS), ("partial", PARTIAL_CONV_SUMS)])
 def test_every_variant_of_the_rewritten_sums_is_accepted_on_the_gpu(evaluator, name, source):
     assert_every_cuda_variant_accepted(evaluator, source)
