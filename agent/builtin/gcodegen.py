@@ -712,8 +712,7 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
                          "__syncthreads(); acc = pr[0];"]
             else:
                 body.append(f"acc = {'ks_block_pick(acc, true)' if kind == 'any' else '-ks_block_pick(-acc, true)'};")
-        result = f"(float)(acc / {reduced}.0)" if kind == "mean" and wide else \
-            ("acc / (float)" + str(reduced) if kind == "mean" else ("(float)acc" if wide else "acc"))
+        result = _accumulated(kind, reduced, wide, "acc")
         out, _ = outs["value"]
         if then is not None:  # the result stays in a register for the fused consumer
             body.append(f"const float ks_r_value = {result};")
@@ -899,8 +898,7 @@ def _cpu_columns(name: str, kind: str, code: tuple[list[str], list[str], list[st
     lines_o, lines_j, lines_x, x = code
     wide = kind in ("sum", "mean") and reduced > LONG_REDUCTION
     update = update_of(kind).format(x=x).replace("acc", "acc[c]")
-    result = f"(float)(acc[c] / {reduced}.0)" if kind == "mean" and wide else \
-        (f"acc[c] / (float){reduced}" if kind == "mean" else ("(float)acc[c]" if wide else "acc[c]"))
+    result = _accumulated(kind, reduced, wide, "acc[c]")
     tiles = -(-outputs // _CPU_COLUMNS)
     inner = ["for (long long c = 0; c < n; ++c) {", "    const long long o = o0 + c;",
              *("    " + t for t in lines_o + lines_x), f"    {update}", "}"]
@@ -913,6 +911,13 @@ def _cpu_columns(name: str, kind: str, code: tuple[list[str], list[str], list[st
     text = (f"    at::parallel_for(0, {tiles}LL, 1, [&](int64_t begin, int64_t end) {{\n"
             f"    for (long long t = begin; t < end; ++t) {{\n{_body(body, 8)}\n    }}\n    }});")
     return _wrap(name, params, host, launch, text, False, tiles, 1)
+
+
+def _accumulated(kind: str, reduced: int, wide: bool, acc: str) -> str:
+    """A reduction's float result from its accumulator `acc` (double where `wide`): a mean divides by the count."""
+    if kind == "mean":
+        return f"(float)({acc} / {reduced}.0)" if wide else f"{acc} / (float){reduced}"
+    return f"(float){acc}" if wide else acc
 
 
 def _epilogue(plan: GraphPlan, step: Kernel, then: Kernel, coords: tuple[str, ...], lines_j: list[str],

@@ -149,7 +149,7 @@ class _Planner:
         self.ops: list[str] = []
         used: dict[str, int] = {}
         for node in self.nodes:
-            for name in _names(node.get("args")) + _names(node.get("kwargs")):
+            for name in node_names(node.get("args")) + node_names(node.get("kwargs")):
                 used[name] = used.get(name, 0) + 1
         self.used = used
         self.getitems: dict[str, set[int]] = {}
@@ -900,13 +900,14 @@ def _split_dims(leaf: Leaf, shape: tuple[int, ...]) -> Leaf | None:
     return Leaf(leaf.source, tuple(shape), tuple(out), leaf.offset)
 
 
-def _names(value: Any) -> list[str]:
+def node_names(value: Any) -> list[str]:
+    """The names of the graph nodes a captured node's args (or kwargs) refer to, in order."""
     if isinstance(value, dict):
         if "node" in value:
             return [value["node"]]
-        return [n for v in value.values() for n in _names(v)]
+        return [n for v in value.values() for n in node_names(v)]
     if isinstance(value, list):
-        return [n for v in value for n in _names(v)]
+        return [n for v in value for n in node_names(v)]
     return []
 
 

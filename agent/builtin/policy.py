@@ -38,8 +38,6 @@ class RewrittenPlan:
     original: Union[Plan, GraphPlan]
     notes: list[str]
 
-    kind = "rewritten"
-
 
 AnyPlan = Union[Plan, GraphPlan, RewrittenPlan]
 _STATUS = re.compile(r"^status: (\w+)", re.M)
@@ -102,7 +100,7 @@ class BuiltinPolicy:
         # rewrite's other variants, to the module as written; one that beats eager ends it before the written form.
         won = _rewrite_won(options, tried)
         ahead = options[len(tried)] if len(tried) < len(options) else None
-        if isinstance(plan, RewrittenPlan) and ahead is not None and ahead.rewritten and won is None:
+        if ahead is not None and ahead.rewritten and won is None:
             near = alike = None
             fallback = False
         written_skipped = won is not None and ahead is not None and not ahead.rewritten

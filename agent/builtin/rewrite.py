@@ -21,6 +21,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from agent.builtin.graph import node_names
+from agent.builtin.lower import broadcast
+
 MM, ADDMM, CONV = "aten.mm.default", "aten.addmm.default", "aten.convolution.default"
 # Reductions that commute with the anchor: a sum, or a mean (a sum over a count known from the shapes).
 SUMS = {"aten.sum.dim_IntList": "sum", "aten.mean.dim": "mean", "aten.sum.default": "sum", "aten.mean.default": "mean"}
@@ -43,8 +46,8 @@ class Rewritten:
 
 
 def rewritten(traced: dict[str, Any]) -> Rewritten | None:
-    """The capture with every sum over a GEMM's columns, or over all of a convolution's positions, computed from
-    pre-summed operands; None where no anchor's output is only ever summed that way."""
+    """The capture with every sum over a GEMM's columns, or over some or all of a convolution's spatial dims, computed
+    from pre-summed operands; None where no anchor's output is only ever summed that way."""
     if "graph" not in traced:
         return None
     nodes = [dict(n) for n in traced["graph"]["nodes"]]
@@ -230,7 +233,7 @@ def _rewrite(nodes: list[dict[str, Any]], anchor: dict[str, Any], pushed: set[in
             if target in SHIFTS:
                 other = summed(other)
             pair = [value, other] if first else [other, value]
-            value = emit(target, pair, _broadcast(emit.shape_of(value), emit.shape_of(other)))
+            value = emit(target, pair, broadcast(emit.shape_of(value), emit.shape_of(other)))
         previous = op["name"]
     reduction = chain[-1]
     # Summing over the dims of extent one left is the identity; a mean's count still includes the pushed dims.
@@ -273,7 +276,7 @@ def _summed_gemm(emit: _Emitter, gemm: dict[str, Any]) -> dict[str, str]:
     own = emit.shape_of(bias)
     total = emit.sum(bias, [len(own) - 1], True) if own and own[-1] == cols else \
         emit("aten.mul.Tensor", [bias, cols], own)
-    return emit("aten.add.Tensor", [value, total], _broadcast((rows, 1), emit.shape_of(total)))
+    return emit("aten.add.Tensor", [value, total], broadcast((rows, 1), emit.shape_of(total)))
 
 
 def _per_tap(emit: _Emitter, value: dict[str, str], whole: dict[str, str], ranges: list[tuple[int, int]],
@@ -427,17 +430,9 @@ def _without_dead_views(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _users(nodes: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     found: dict[str, list[dict[str, Any]]] = {}
     for node in nodes:
-        for name in dict.fromkeys(_refs(node.get("args")) + _refs(node.get("kwargs"))):
+        for name in dict.fromkeys(node_names(node.get("args")) + node_names(node.get("kwargs"))):
             found.setdefault(name, []).append(node)
     return found
-
-
-def _refs(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        return [value["node"]] if "node" in value else [n for v in value.values() for n in _refs(v)]
-    if isinstance(value, (list, tuple)):
-        return [n for v in value for n in _refs(v)]
-    return []
 
 
 def _reduced_dims(op: dict[str, Any], rank: int) -> set[int] | None:
@@ -499,9 +494,3 @@ def _dtype(node: dict[str, Any]) -> str | None:
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-    n = max(len(a), len(b))
-    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
-    return tuple(max(x, y) for x, y in zip(a, b))
