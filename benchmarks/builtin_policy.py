@@ -108,7 +108,6 @@ def prebuild(paths: list[Path], device: str, jobs: int, first: int | None = None
     variants and templates: policy.make_plan); a problem the policy does not plan, or a variant with nothing to
     compile (library calls alone), is skipped. `first`: only each problem's first that many variants (the policy stops
     at a variant near its roof, so the later ones are often never evaluated). Returns the seconds it took."""
-    from concurrent.futures import ThreadPoolExecutor
     import tempfile
 
     from agent.builtin.policy import candidate_source, make_plan, variants
@@ -132,6 +131,15 @@ def prebuild(paths: list[Path], device: str, jobs: int, first: int | None = None
                     file.write_text(source)
                     files.append(file)
 
+    build_files(files, device, jobs)
+    return time.monotonic() - started
+
+
+def build_files(files: list[Path], device: str, jobs: int) -> None:
+    """Compile each candidate file into the shared build cache (`python -m agent build`, this tree's build tool),
+    `jobs` at once, saying of each whether it built."""
+    from concurrent.futures import ThreadPoolExecutor
+
     def build(file: Path) -> str:
         done = subprocess.run([sys.executable, "-m", "agent", "build", str(file), "--device", device, "--json"],
                               cwd=ROOT, capture_output=True, text=True)
@@ -140,7 +148,6 @@ def prebuild(paths: list[Path], device: str, jobs: int, first: int | None = None
     with ThreadPoolExecutor(jobs) as pool:
         for line in pool.map(build, files):
             print(f"prebuild {line}", file=sys.stderr, flush=True)
-    return time.monotonic() - started
 
 
 def accepted(result: Result) -> bool:
