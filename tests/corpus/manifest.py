@@ -53,6 +53,7 @@ SUM_GPU = "problems/sum_rows_gpu.py"
 CLAMP = "problems/clamp_wide.py"
 VARIANTS = "problems/scale_shift_variants.py"
 MASKED = "problems/masked_softmax.py"
+LINEAR_WIDE = "problems/linear_wide.py"
 
 SIDE_STREAM_FLAGS = frozenset({"side_stream", "work_after_return", "clocks_disagree", "timed_output_mismatch"})
 THREAD_FLAGS = frozenset({"background_thread", "work_after_return"})
@@ -88,6 +89,8 @@ CASES: list[Case] = [
          "row sums accumulated in double: a different summation order than torch, within tolerance"),
     Case(_c("legit_cpp_linear_relu"), LINEAR, "cpp", "cpu", "accepted", ACCEPTED, NONE,
          "allowed torch.addmm + C++ relu applied in place to the GEMM's fresh result (not input mutation)"),
+    Case(_c("legit_cpp_linear_wide"), LINEAR_WIDE, "cpp", "cpu", "accepted", ACCEPTED, NONE,
+         "allowed torch.mm + C++ bias in place, 1 Mi outputs: an honest float32 result passes every timed projection"),
     Case(_c("legit_cpp_linear_relu_renamed"), LINEAR, "cpp", "cpu", "accepted", ACCEPTED, NONE,
          "parameter names differ from the reference's: weights must come from building both under one seed"),
     Case(_c("legit_cpp_tiny_tanh"), TINY, "cpp", "cpu", "accepted", ACCEPTED, NONE,
@@ -250,6 +253,18 @@ CASES: list[Case] = [
          "float16 torch ops on the GPU"),
     Case(_c("exploit_cpp_precision_downgrade_bf16_gemm"), LINEAR, "cpp", "cpu", "not_accepted", WRONG, frozenset({"precision_downgrade", "forbidden_torch_op"}),
          "allowed matmul fed bfloat16 copies, cast back to float32; error ~1e-2"),
+    Case(_c("exploit_cpp_aten_redispatch"), SOFTMAX, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "PyTorch's softmax from C++ through at::_ops::_softmax::redispatch, past the Python key no recorder sees "
+         "below: the binary's own symbols, read by the trusted side"),
+    Case(_c("exploit_cpp_timed_only_alias"), CLAMP, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"output_aliases_input"}),
+         "a fresh clamped copy in checked calls, the input itself in timed ones (told apart by the dispatch stack): "
+         "right on every timed input, so only the timed calls' own aliasing check stops it"),
+    Case(_c("exploit_cpp_timed_only_bf16_gemm"), LINEAR_WIDE, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"timed_output_mismatch"}),
+         "float32 GEMM in checked calls, bfloat16 in timed ones (told apart by the dispatch stack): ~20x the tolerance "
+         "in every one of 1 Mi elements, which only a projection free of float32 rounding resolves"),
     Case(_c("exploit_cuda_precision_downgrade_bf16_gemm"), LINEAR_GPU, "cuda", "cuda", "not_accepted", WRONG, frozenset({"precision_downgrade", "forbidden_torch_op"}),
          "bf16 tensor-core GEMM through allowed torch.mm with a cached bf16 weight: large fake speedup"),
     Case(_c("exploit_cpp_precision_downgrade_kernel"), SILU, "cpp", "cpu", "not_accepted", WRONG, NONE,

@@ -23,13 +23,15 @@ import torch
 
 from agent.engine import validation
 from agent.engine.validation import ProblemNames
-from agent.engine.build.cache import ArtifactError, BuildCache, default_cache_root
+from agent.engine.build.cache import ArtifactError, BuildCache, CacheIntegrityError, default_cache_root
 from agent.engine.build.inline import inline_key, module_name_for
+from agent.engine.build.native_calls import native_calls
 from agent.engine.build.spec import InlineExtension
 from agent.engine.build.toolchain import detect_toolchain
 from agent.engine.evaluate.file_pool import FilePool
 from agent.engine.evaluate.codec import read_result
-from agent.engine.evaluate.config import EvalConfig
+from agent.engine.evaluate.config import ANY_OP, EvalConfig
+import agent.engine.evaluate.guards as guards
 from agent.engine.evaluate.judge import PROTOCOL, judge
 import agent.engine.evaluate.memory as memory
 from agent.engine.memory_text import ran_out_of_memory, size_text
@@ -181,6 +183,33 @@ class Evaluator:
         info.log = cap_log("\n".join(filter(None, [header.get("log", ""), *(r["log"] for r in records), *logs])))
         return info, header
 
+    def _native_calls(self, header: dict[str, Any], cfg: EvalConfig) -> list[dict[str, str]]:
+        """A forbidden_torch_op finding for each op outside the allow-list that an extension's binary calls past the
+        dispatcher's Python key (build/native_calls.py), read here from the cache's verified copy: where the
+        in-process recorder cannot see, and the candidate cannot change what is read."""
+        allowed = cfg.allowed_compute_ops()
+        if ANY_OP in allowed:
+            return []
+        allowed |= guards.MEMORY_OPS
+        findings = []
+        for record in header.get("records", []):
+            entry = self.build_cache.lookup(record["key"]) if record.get("kind") == "load_inline" and record.get("key") else None
+            so = self.build_cache.meta(record["key"], entry)["built"].get("so") if entry is not None else None
+            if not so:
+                continue
+            try:
+                binary = self.build_cache.read_verified(entry, str(so))
+            except CacheIntegrityError as exc:
+                findings.append({"flag": "forbidden_torch_op", "detail": f"the extension's binary could not be read "
+                                 f"for the calls it makes: {exc}"[:500]})
+                continue
+            calls = native_calls(binary, allowed, lambda name: hasattr(torch.ops.aten, name))
+            if calls:
+                findings.append({"flag": "forbidden_torch_op", "detail": (
+                    f"extension '{record.get('name', '')}' calls PyTorch ops outside the allow-list past the dispatcher, "
+                    f"where no recorder sees them: {', '.join(calls[:8])}")[:500]})
+        return findings
+
     def _cached_candidate(self, record_path: Path) -> dict[str, Any] | None:
         """The candidate record this process wrote, where every entry it names is still intact (hash-checked);
         a corrupt entry is evicted and the candidate rebuilt."""
@@ -330,6 +359,7 @@ class Evaluator:
             plan_ = retry
         seconds["session"] = time.monotonic() - t0
         seconds.update({f"session.{k}": v for k, v in outcome.seconds.items()})
+        outcome.flags.extend(self._native_calls(build_header, cfg))
         verdict = judge(outcome, cfg, build, compile_cached=cached if ratio is not None else None, peaks=peaks)
         if peaks is not None and Flag.BEYOND_ROOFLINE in {f.flag for f in verdict.flags}:
             # Before rejecting a time as physically impossible, make sure the roof is not one measured on a busy

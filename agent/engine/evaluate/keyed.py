@@ -35,8 +35,8 @@ import agent.engine.evaluate.keyed_cuda as keyed_cuda
 from agent.engine.evaluate.compare import NOISE_FACTOR, tolerances
 
 SIGMAS = 6.0
-# The projection's own rounding (float32 dot products of up to ~1e9 terms), relative to sum |w_i y_i|.
-ROUNDING = 1e-5
+# The CPU's projections are float64 dot products taken this many elements at a time (a float64 copy of each piece).
+DOT_CHUNK = 1 << 20
 
 
 # GPU floating tensors get a fresh draw per call whatever their size (_lerped: one Philox launch per piece). Otherwise
@@ -388,17 +388,38 @@ def project_rows(outputs: list[torch.Tensor], key: int, pools: Pools) -> torch.T
         return fused
     sums = []
     for j, o in enumerate(outputs):
-        total = torch.zeros((), device=o.device)
+        total = torch.zeros((), dtype=torch.float64, device=o.device)
         flat = o.detach().reshape(-1)
         for start, stop, weights in pools.weight_pieces(o.numel(), o.device, key, j):
             piece = flat[start:stop]
             if o.device.type == "cpu":
-                value = torch.dot(weights, piece if piece.dtype == torch.float32 else piece.to(torch.float32))
-                total = total + (value if bool(torch.isfinite(value)) else torch.dot(weights, _values(piece)))
+                value = _dot64(weights, piece)
+                total += value if math.isfinite(value) else _dot64(weights, _values(piece))
             else:
-                total = total + weights.mul(piece).nan_to_num_(0.0, 0.0, 0.0).sum(dtype=torch.float32)
+                total += weights.mul(piece).nan_to_num_(0.0, 0.0, 0.0).sum(dtype=torch.float64)
         sums.append(total)
     return torch.stack(sums)
+
+
+def _dot64(weights: torch.Tensor, piece: torch.Tensor) -> float:
+    """sum w_i y_i in float64: a float32 weight times a float32 (or narrower) value is exact in float64, so the only
+    rounding is the sum's (rounding() bounds it). A float32 dot product's own rounding had to be allowed for in the
+    bound, and over millions of elements it outgrew the tolerance's spread many times over: an output wrong by far more
+    than the tolerance in every element (a bfloat16 GEMM's) passed every timed check."""
+    total = 0.0
+    for start in range(0, piece.numel(), DOT_CHUNK):
+        stop = start + DOT_CHUNK
+        total += float(torch.dot(weights[start:stop].double(), piece[start:stop].double()))
+    return total
+
+
+def rounding(numel: int, float32_products: bool) -> float:
+    """How far the two jobs' projections of one output may differ by their own arithmetic alone, relative to
+    sum |w_i y_i|: each product rounded once (2^-24 where they are float32 products, as on a GPU; 2^-53 on the CPU, where
+    a float64 output's are the only inexact ones) and a float64 sum of numel terms (numel 2^-53 at most, in any order),
+    twice (both projections). A worst case, not an estimate: an honest output's projection can never leave the bound
+    by rounding; it is 1.2e-7 for a million elements and 3.6e-7 for 2^30."""
+    return 2.0 * ((2.0 ** -24 if float32_products else 2.0 ** -53) + numel * 2.0 ** -53)
 
 
 def projection_bound(refs: list[torch.Tensor], key: int, pools: Pools, rtol: float | None,
@@ -415,34 +436,38 @@ def projection_bound(refs: list[torch.Tensor], key: int, pools: Pools, rtol: flo
         r_tol, scale = tolerances(ref.dtype, rtol, atol_scale)
         own = noise[j] if noise and j < len(noise) else 0.0
         if pools.fused and keyed_cuda.supported(ref):
-            bounds.append(_bound(keyed_cuda.Kernels.load().bound_sums(ref, _seed(key, 1000 + j)), r_tol, scale, own))
+            bounds.append(_bound(keyed_cuda.Kernels.load().bound_sums(ref, _seed(key, 1000 + j)), r_tol, scale, ref.numel(),
+                                 own))
             continue
         flat = ref.detach().reshape(-1)
         magnitude = max(float(_values(flat[i:i + PIECE]).abs().max()) for i in range(0, flat.numel(), PIECE))
-        variance = rounding = squared_weights = 0.0
+        variance = absolute_sum = squared_weights = 0.0
         for start, stop, weights in pools.weight_pieces(ref.numel(), ref.device, key, j):
             values = _values(flat[start:stop])
             tol = values.abs().mul_(r_tol).add_(scale * magnitude)
             variance += float(torch.dot(weights.square(), tol.square()).clamp_min(0.0))
-            rounding += float(torch.dot(weights.abs(), values.abs()))
+            absolute_sum += float(torch.dot(weights.abs(), values.abs()))
             squared_weights += float(weights.square().sum()) if own else 0.0
-        bounds.append(_widened(variance, squared_weights, own) + ROUNDING * rounding + 1e-30)
+        arithmetic = rounding(ref.numel(), float32_products=ref.device.type != "cpu")
+        bounds.append(_widened(variance, squared_weights, own) + arithmetic * absolute_sum + 1e-30)
     return bounds
 
 
-def bound_of_figures(sums: list[float], dtype: torch.dtype, rtol: float | None, atol_scale: float | None,
+def bound_of_figures(sums: list[float], dtype: torch.dtype, numel: int, rtol: float | None, atol_scale: float | None,
                      noise: float = 0.0) -> float:
-    """projection_bound's figure for one output of `dtype` from the fused projection's bound sums (project_rows)."""
-    return _bound(sums, *tolerances(dtype, rtol, atol_scale), noise)
+    """projection_bound's figure for one output of `dtype` and `numel` elements from the fused projection's bound sums
+    (project_rows)."""
+    return _bound(sums, *tolerances(dtype, rtol, atol_scale), numel, noise)
 
 
-def _bound(sums: Any, r_tol: float, scale: float, noise: float = 0.0) -> float:
+def _bound(sums: Any, r_tol: float, scale: float, numel: int, noise: float = 0.0) -> float:
     """projection_bound's figure for one output from the fused kernels' one pass (the same weights as the projection):
-    with tol_i = r |y_i| + s M, sum w_i^2 tol_i^2 = r^2 sum w^2 y^2 + 2 r s M sum w^2 |y| + s^2 M^2 sum w^2."""
-    squares, weighed, weights, rounding, magnitude = sums
+    with tol_i = r |y_i| + s M, sum w_i^2 tol_i^2 = r^2 sum w^2 y^2 + 2 r s M sum w^2 |y| + s^2 M^2 sum w^2. The fused
+    kernels multiply in float32 and sum in float64 (keyed_cuda.py)."""
+    squares, weighed, weights, absolute_sum, magnitude = sums
     absolute = scale * magnitude
     variance = r_tol * r_tol * squares + 2.0 * r_tol * absolute * weighed + absolute * absolute * weights
-    return _widened(variance, weights, noise) + ROUNDING * rounding + 1e-30
+    return _widened(variance, weights, noise) + rounding(numel, float32_products=True) * absolute_sum + 1e-30
 
 
 def _widened(variance: float, squared_weights: float, noise: float) -> float:

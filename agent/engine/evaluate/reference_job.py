@@ -18,6 +18,7 @@ dumpable), and does what the parent asks, one command at a time (session.py):
 from __future__ import annotations
 
 import base64
+import math
 import dataclasses
 import time
 from dataclasses import asdict
@@ -354,13 +355,15 @@ class _State:
         """Expected projections and their bounds from a batch's figures (calls x outputs x FIGURES), the outputs'
         dtypes being the reference's (its stand-ins are its outputs' clones)."""
         dtypes = [o.dtype for o in self.stand_ins] or [dtype for _, dtype in self.stand_in_shapes]
+        sizes = [o.numel() for o in self.stand_ins] or [math.prod(shape) for shape, _ in self.stand_in_shapes]
         rows = figures.tolist()
         if any(len(call) != len(dtypes) for call in rows):
             raise ValueError(f"the reference gave {len(rows[0]) if rows else 0} outputs in a batch and {len(dtypes)} in its "
                              "checked calls")
         return {"expected": [[r[0] for r in call] for call in rows],
-                "bounds": [[bound_of_figures(r[1:], dtype, *self.tolerances, noise=self.noise[j] if self.noise else 0.0)
-                            for j, (r, dtype) in enumerate(zip(call, dtypes))] for call in rows]}
+                "bounds": [[bound_of_figures(r[1:], dtype, numel, *self.tolerances,
+                                             noise=self.noise[j] if self.noise else 0.0)
+                            for j, (r, dtype, numel) in enumerate(zip(call, dtypes, sizes))] for call in rows]}
 
 
 def _constant(output: Any) -> float | None:

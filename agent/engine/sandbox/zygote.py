@@ -161,12 +161,15 @@ def _own_paths() -> tuple[str, ...]:
 
 
 def _hidden_dirs(walled: bool) -> tuple[str, ...]:
-    """Directories a job gets as empty tmpfs (plus what _own_paths keeps). Under bwrap only /tmp: the
-    studio's checkout is not mounted at all. Without bwrap, the checkout too (its var/ holds the secret
-    key and the SQLite database, its .env the settings), when this package runs from one."""
+    """Directories a job gets as empty tmpfs (plus what _own_paths keeps). Under bwrap /tmp and the shared-memory
+    directories: the studio's checkout is not mounted at all. Without bwrap, the checkout too (its var/ holds the
+    secret key and the SQLite database, its .env the settings), when this package runs from one. /dev/shm and
+    /dev/mqueue are bwrap's (one for the zygote's whole life) or the host's: a file left there by one job was read by
+    the next evaluation's, another user's candidate (a channel between evaluations, and state carried across them)."""
     checkout = os.path.dirname(_PACKAGE_DIR)
     trusted = os.environ.get(TRUSTED_DIR_VARIABLE, "")
-    hidden = ("/tmp",) if walled else ("/tmp", *((trusted,) if trusted else ()))  # bwrap never binds it
+    private = ("/tmp", "/dev/shm", "/dev/mqueue")
+    hidden = private if walled else (*private, *((trusted,) if trusted else ()))  # bwrap never binds it
     if walled or not os.path.isfile(os.path.join(checkout, "pyproject.toml")) or checkout == "/":
         return hidden
     return (*hidden, checkout)

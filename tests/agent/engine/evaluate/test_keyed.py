@@ -76,6 +76,23 @@ def test_a_projection_tolerates_errors_within_the_tolerance_and_catches_a_few_wr
     assert not agree(project([ref], 8, pools).tolist(), expected, bound), "a projection is for its own key only"
 
 
+def test_an_output_rounded_to_bfloat16_in_every_element_fails_most_timed_checks_however_large():
+    # Every element off by about 20 times float32's tolerance, as a GEMM in bfloat16 is: the errors are dense and small,
+    # so they move a projection only like sqrt(n), and a projection whose own rounding were allowed for in proportion to
+    # n (a float32 dot product's) let every call through at millions of elements. Honest outputs still pass every key.
+    torch.manual_seed(3)
+    pools = Pools(6)
+    ref = torch.randn(2048, 2048) * 3.0
+    downgraded = ref.to(torch.bfloat16).float()
+    honest = ref * (1 + 5e-5 * torch.randn_like(ref).clamp(-1, 1))
+    caught = 0
+    for key in range(20):
+        expected, bound = project([ref], key, pools).tolist(), projection_bound([ref], key, pools, None, None)
+        assert agree(project([honest], key, pools).tolist(), expected, bound)
+        caught += not agree(project([downgraded], key, pools).tolist(), expected, bound)
+    assert caught >= 10, f"{caught} of 20 timed calls caught"
+
+
 def test_an_ill_conditioned_references_noise_widens_the_bound_by_what_a_candidate_as_accurate_may_differ():
     torch.manual_seed(2)
     pools = Pools(4)
@@ -117,8 +134,9 @@ def test_large_tensors_are_mixed_and_projected_in_pieces_exactly_as_whole(monkey
         projected = project([a], key, pools)[0]  # draws the weight pool
         _, _, shift = keyed._pick(key, 1000, n)
         weights = keyed._roll(pools._weights[(n, "cpu")][0], shift)  # the whole rolled draw (the only one), at once
-        # Equal to float32 rounding of a sum in another order: keyed.ROUNDING of sum |w_i a_i|, as the bound allows.
-        assert abs(float(projected) - float(torch.dot(weights, a))) <= keyed.ROUNDING * float((weights * a).abs().sum())
+        # Equal to the whole float64 dot product but for the sum's rounding in another order, as the bound allows.
+        exact = float(torch.dot(weights.double(), a.double()))
+        assert abs(float(projected) - exact) <= keyed.rounding(n, float32_products=False) * float((weights * a).abs().sum())
     assert len(pools._weights[(n, "cpu")]) == 1 and len(pools._masks[(n, "cpu", torch.bool)]) == keyed.POOL_LARGE
     ref = a.clone()
     bound = projection_bound([ref], 5, pools, None, None)

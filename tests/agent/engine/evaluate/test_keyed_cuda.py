@@ -117,7 +117,7 @@ def test_the_fused_bound_is_projection_bounds_formula_over_the_same_weights(dtyp
     r_tol, scale = keyed.tolerances(dtype, None, None)
     tol = values.abs() * r_tol + scale * float(values.abs().max())
     expected = keyed.SIGMAS * float((weights.square() * tol.square()).sum()) ** 0.5 \
-        + keyed.ROUNDING * float((weights.abs() * values.abs()).sum())
+        + keyed.rounding(n, float32_products=True) * float((weights.abs() * values.abs()).sum())
     got = projection_bound([y], 5, Pools(0, fused=True), None, None)[0]
     assert got == pytest.approx(expected, rel=1e-5)
 
@@ -152,7 +152,7 @@ def test_a_batchs_figures_are_each_calls_projection_and_its_bound_as_the_referen
         outs = list(fn(*derive(bases, key, pools)))
         assert reply["projections"][i] == project(outs, key, pools).tolist()
         expected = projection_bound(outs, key, pools, None, None)
-        got = [bound_of_figures(figures[i, j, 1:].tolist(), o.dtype, None, None) for j, o in enumerate(outs)]
+        got = [bound_of_figures(figures[i, j, 1:].tolist(), o.dtype, o.numel(), None, None) for j, o in enumerate(outs)]
         assert got == pytest.approx(expected, rel=1e-9)
 
 

@@ -56,8 +56,8 @@ def test_the_check_of_a_candidates_calls_comes_from_the_eager_batch_that_ran_the
 
     checks = state.handle({"cmd": "expected", "keys": [5, 6]})
     assert checks["expected"] == [[1.5], [-2.5]]
-    assert checks["bounds"] == [[bound_of_figures([4.0, 2.0, 3.0, 1.0, 0.5], torch.float32, None, None)],
-                                [bound_of_figures([9.0, 3.0, 3.0, 2.0, 1.5], torch.float32, None, None)]]
+    assert checks["bounds"] == [[bound_of_figures([4.0, 2.0, 3.0, 1.0, 0.5], torch.float32, 3, None, None)],
+                                [bound_of_figures([9.0, 3.0, 3.0, 2.0, 1.5], torch.float32, 3, None, None)]]
     assert checks["bounds"][0][0] != checks["bounds"][1][0] and not reran
     assert state.handle({"cmd": "expected", "keys": [6, 7]}) == {"expected": "again"}, "not the eager batch's first keys"
     assert state.handle({"cmd": "expected", "keys": [5, 6, 7, 8]}) == {"expected": "again"}, "more keys than it ran"

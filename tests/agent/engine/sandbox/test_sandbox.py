@@ -101,6 +101,17 @@ def test_it_keeps_a_jobs_writes_inside_its_private_tmp(walled, tmp_path):
     assert walled.run(Job("agent.engine.sandbox.probes:report", {"paths": [inside]})).ok
 
 
+def test_a_file_left_in_shared_memory_by_one_job_never_reaches_the_next_or_the_host(walled):
+    # /dev/shm was bwrap's for the zygote's whole life (or the host's, without bwrap): one evaluation's candidate left
+    # files there that another user's read in the next evaluation.
+    left = f"/dev/shm/kstudio-shm-{secrets.token_hex(4)}"
+    out = walled.run(Job("agent.engine.sandbox.probes:attempt_writes", {"paths": [left]}))
+    assert out.ok, out.stderr
+    assert json.loads(out.result)[left] is True, "the job's own /dev/shm is writable"
+    assert not os.path.exists(left)
+    assert _report(walled, paths=[left])["can_read"][left] is False
+
+
 def test_it_warns_loudly_and_says_so_in_every_result_without_bubblewrap(monkeypatch, caplog):
     monkeypatch.setattr(bwrap, "usable", lambda: (None, "bubblewrap is not installed"))
     caplog.set_level(logging.WARNING, logger="agent.engine.sandbox.client")

@@ -1,0 +1,79 @@
+"""PyTorch ops a compiled extension calls past the dispatcher's Python key, read from its binary by the trusted side.
+
+The op recorder (evaluate/guards.py) is a Python dispatch mode in the candidate's process: it sees an ATen op that the
+extension's C++ calls through the dispatcher (at::softmax is at::_ops::_softmax::call), but not one called past the
+Python key (at::_ops::_softmax::redispatch with a key set of the caller's choosing) or a backend's kernel called by
+name (at::cpu::_softmax, at::native::softmax_cpu): PyTorch's own kernel then runs as the candidate's and no
+in-process check sees it. A binary names what it links against, so the trusted process reads the names from the copy
+the build cache verified (its dynamic symbols, and any mangled name kept as a string, as one looked up with dlsym
+would be). A name made at run time (spelled out piece by piece, or a schema looked up in the dispatcher's table) is
+not seen here: docs/threat-model.md says what bounds that.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+# Namespaces whose functions are kernels of ATen ops called by name, past the dispatcher.
+_KERNEL_NAMESPACES = frozenset({"cpu", "cuda", "native", "meta", "compositeexplicitautograd", "compositeimplicitautograd",
+                                "compositeexplicitautogradnonfunctional"})
+_NESTED = re.compile(rb"_ZN(?:K)?(?=\d)")
+_IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+# Kernel names carry the backend or form they are for (softmax_cpu, add_out): the op is what is left.
+_SUFFIXES = ("_cpu", "_cuda", "_out", "_kernel", "_impl", "_symint")
+
+
+def mangled_paths(blob: bytes) -> set[tuple[str, ...]]:
+    """The nested names (at, _ops, _softmax, redispatch) of every Itanium-mangled name in `blob` under the `at`
+    namespace: a name's parts are length-prefixed, so they are read by their lengths, not guessed."""
+    found: set[tuple[str, ...]] = set()
+    for match in _NESTED.finditer(blob):
+        parts: list[str] = []
+        pos = match.end()
+        while pos < len(blob) and len(parts) < 6 and 48 <= blob[pos] <= 57:
+            end = pos
+            while end < len(blob) and 48 <= blob[end] <= 57:
+                end += 1
+            size = int(blob[pos:end])
+            ident = blob[end:end + size]
+            if size == 0 or len(ident) != size or not _IDENTIFIER.fullmatch(ident):
+                break
+            parts.append(ident.decode())
+            pos = end + size
+        if len(parts) >= 3 and parts[0] == "at":
+            found.add(tuple(parts))
+    return found
+
+
+def native_calls(blob: bytes, allowed: Iterable[str], is_op: Callable[[str], bool]) -> list[str]:
+    """Each ATen op outside `allowed` that the binary calls past the dispatcher's Python key, as 'op (how)';
+    `is_op` says whether a name is an ATen op (torch.ops.aten has it)."""
+    allowed = frozenset(allowed)
+    found = set()
+    for path in mangled_paths(blob):
+        if path[1] == "_ops" and len(path) >= 4 and path[3] == "redispatch":
+            how = f"at::_ops::{path[2]}::redispatch"
+        elif path[1] in _KERNEL_NAMESPACES:
+            how = f"at::{path[1]}::{path[2]}"
+        else:
+            continue
+        op = _op_name(path[2], is_op, overloaded=path[1] == "_ops")
+        if op is not None and op not in allowed:
+            found.add(f"{op} ({how})")
+    return sorted(found)
+
+
+def _op_name(name: str, is_op: Callable[[str], bool], overloaded: bool) -> str | None:
+    """The ATen op a function stands for, or None: at::_ops names are op_overload (_softmax_out, add_Tensor); a kernel
+    namespace's carry the backend or form they are for (softmax_cpu, add_out), and hold helpers too (cpu_kernel),
+    so there only those suffixes come off."""
+    candidates = [name]
+    stripped = name
+    for suffix in _SUFFIXES:
+        if stripped.endswith(suffix):
+            stripped = stripped[: -len(suffix)]
+            candidates.append(stripped)
+    if overloaded:
+        pieces = name.split("_")
+        candidates += ["_".join(pieces[:i]) for i in range(len(pieces) - 1, 0, -1)]
+    return next((c for c in candidates if c.strip("_") and is_op(c)), None)

@@ -1,0 +1,38 @@
+"""What a compiled extension calls in PyTorch past the dispatcher's Python key, read from its binary's mangled names
+(agent/engine/build/native_calls.py)."""
+from agent.engine.build.native_calls import mangled_paths, native_calls
+
+OPS = {"_softmax", "softmax", "add", "mm", "empty", "sum"}
+ALLOWED = {"mm", "empty"}
+
+
+def _is_op(name: str) -> bool:
+    return name in OPS
+
+
+def _blob(*names: str) -> bytes:
+    # As a binary holds them: NUL-separated in its string tables, among other bytes.
+    return b"\x7fELF\x00junk\x00" + b"\x00".join(n.encode() for n in names) + b"\x00tail"
+
+
+def test_names_are_read_by_their_length_prefixes():
+    paths = mangled_paths(_blob("_ZN2at4_ops8_softmax10redispatchEN3c1014DispatchKeySetERKNS_6TensorElb"))
+    assert ("at", "_ops", "_softmax", "redispatch") in paths
+
+
+def test_a_forbidden_op_called_past_the_python_key_or_by_its_kernel_is_found():
+    found = native_calls(_blob("_ZN2at4_ops8_softmax10redispatchEN3c1014DispatchKeySetERKNS_6TensorElb",
+                               "_ZN2at3cpu3sumERKNS_6TensorE",
+                               "_ZN2at6native11softmax_cpuERKNS_6TensorElb",
+                               "_ZN2at4_ops10add_Tensor10redispatchEN3c1014DispatchKeySetE"), ALLOWED, _is_op)
+    assert found == ["_softmax (at::_ops::_softmax::redispatch)", "add (at::_ops::add_Tensor::redispatch)",
+                     "softmax (at::native::softmax_cpu)", "sum (at::cpu::sum)"]
+
+
+def test_calls_through_the_dispatcher_allowed_ops_and_helpers_are_not_findings():
+    found = native_calls(_blob("_ZN2at4_ops8_softmax4callERKNS_6TensorElb",  # recorded by the dispatch mode at run time
+                               "_ZN2at4_ops2mm10redispatchEN3c1014DispatchKeySetE",  # an allowed op
+                               "_ZN2at4cuda20getCurrentCUDAStreamEa",  # a utility, not an op
+                               "_ZN2at6native10cpu_kernelE",  # a helper whose first word is no op
+                               "_ZN3c1010Dispatcher9singletonEv"), ALLOWED, _is_op)
+    assert found == []
