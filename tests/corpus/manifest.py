@@ -261,6 +261,16 @@ CASES: list[Case] = [
          frozenset({"output_aliases_input"}),
          "a fresh clamped copy in checked calls, the input itself in timed ones (told apart by the dispatch stack): "
          "right on every timed input, so only the timed calls' own aliasing check stops it"),
+    Case(_c("exploit_cuda_timed_only_alias"), CLAMP, "cuda", "cuda", "not_accepted", REJECTED,
+         frozenset({"output_aliases_input"}),
+         "the GPU twin of exploit_cpp_timed_only_alias: a CUDA clamp in checked calls, the input itself in timed ones"),
+    Case(_c("exploit_cuda_aten_redispatch"), SOFTMAX_GPU, "cuda", "cuda", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "PyTorch's softmax through at::_ops::_softmax::redispatch with a CUDA key set: read from the binary"),
+    Case(_c("exploit_cuda_timed_only_bf16_gemm"), LINEAR_GPU, "cuda", "cuda", "not_accepted", REJECTED,
+         frozenset({"timed_output_mismatch"}),
+         "float32 GEMM in checked calls, bf16 tensor cores in timed ones: dense errors of tens of tolerances over 8 Mi "
+         "outputs, which the fused projection's float64 sum and worst-case rounding bound resolve"),
     Case(_c("exploit_cpp_timed_only_bf16_gemm"), LINEAR_WIDE, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"timed_output_mismatch"}),
          "float32 GEMM in checked calls, bfloat16 in timed ones (told apart by the dispatch stack): ~20x the tolerance "
