@@ -112,8 +112,37 @@ def validate_candidate(
     if model_new is not None and problem_source is not None:
         _compare_with_problem(module, model_new, problem_source, problem_names or ProblemNames(), filename, report)
     report.issues.extend(_risky_uses(module, filename))
+    report.issues.extend(_dispatch_controls(source, filename))
     report.backend_hint = _backend_hint(module)
     return report
+
+
+# PyTorch's switches for its dispatch keys and its Python modes, in Python (torch._C) and in C++ (c10::impl). With them
+# a forward runs PyTorch's own ops unseen by the evaluation's op recorder (a dispatch mode) and op census (a function
+# mode), and tells its checked calls from its timed ones. No kernel needs them.
+_DISPATCH_CONTROLS = ("DisableTorchFunction", "_ExcludeDispatchKeyGuard", "_IncludeDispatchKeyGuard",
+                      "_DisableTorchDispatch", "_disable_current_modes", "_pop_torch_dispatch_stack",
+                      "_pop_torch_function_stack", "_unset_dispatch_mode", "_set_dispatch_mode",
+                      "_len_torch_dispatch_stack", "_len_torch_function_stack", "_get_dispatch_stack_at",
+                      "_get_function_stack_at", "_dispatch_tls_set_dispatch_key_excluded",
+                      "_dispatch_tls_set_dispatch_key_included", "_ForceDispatchKeyGuard", "_PreserveDispatchKeyGuard",
+                      "_AutoDispatchBelowAutograd", "_get_current_dispatch_mode", "ExcludeDispatchKeyGuard",
+                      "IncludeDispatchKeyGuard", "tls_set_dispatch_key", "_force_tls_local_dispatch_key_set")
+
+
+def _dispatch_controls(source: str, filename: str) -> list[Issue]:
+    """An error for each of PyTorch's dispatch switches the source names (anywhere: Python or an extension's C++)."""
+    issues = []
+    for name in _DISPATCH_CONTROLS:
+        at = source.find(name)
+        if at >= 0 and not any(longer != name and name in longer and source.find(longer) == at - longer.index(name)
+                               for longer in _DISPATCH_CONTROLS):
+            line = source.count("\n", 0, at) + 1
+            issues.append(Issue("error", f"{filename}, line {line}: the candidate uses {name}, which switches off or "
+                                "inspects PyTorch's dispatch keys or modes: that hides the PyTorch ops it runs from the "
+                                "evaluation (or tells its checked calls from its timed ones), so it is not allowed; do the "
+                                "work in your own kernels", line))
+    return issues
 
 
 # --- parsing -------------------------------------------------------------------------------------

@@ -83,6 +83,8 @@ CASES: list[Case] = [
     # ---------------------------------------------------------------- legitimate, CPU (C++)
     Case(_c("legit_cpp_silu_bias"), SILU, "cpp", "cpu", "accepted", ACCEPTED, NONE,
          "fused OpenMP silu+bias with a vectorised exp; OpenMP pool threads outlive the call and must not count as background work"),
+    Case(_c("legit_cpp_lazy_build_softmax"), SOFTMAX, "cpp", "cpu", "accepted", ACCEPTED, NONE,
+         "its extension built in __init__: the trusted side builds it when the job asks, and the evaluation goes on"),
     Case(_c("legit_cpp_softmax_rows"), SOFTMAX, "cpp", "cpu", "accepted", ACCEPTED, NONE,
          "max-shifted row softmax with SIMD reductions; must pass scaled-large inputs too"),
     Case(_c("legit_cpp_sum_rows"), SUM, "cpp", "cpu", "accepted", ACCEPTED, NONE,
@@ -257,9 +259,13 @@ CASES: list[Case] = [
          frozenset({"forbidden_torch_op"}),
          "PyTorch's softmax from C++ through at::_ops::_softmax::redispatch, past the Python key no recorder sees "
          "below: the binary's own symbols, read by the trusted side"),
+    Case(_c("exploit_cpp_lazy_build_redispatch"), SOFTMAX, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "the redispatch extension built in __init__, where the build step never saw it: asked of the trusted side, "
+         "which reads it"),
     Case(_c("exploit_cpp_timed_only_alias"), CLAMP, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"output_aliases_input"}),
-         "a fresh clamped copy in checked calls, the input itself in timed ones (told apart by the dispatch stack): "
+         "a fresh clamped copy in checked calls, the input itself in timed ones (told apart by the harness's frames): "
          "right on every timed input, so only the timed calls' own aliasing check stops it"),
     Case(_c("exploit_cuda_timed_only_alias"), CLAMP, "cuda", "cuda", "not_accepted", REJECTED,
          frozenset({"output_aliases_input"}),
@@ -273,7 +279,7 @@ CASES: list[Case] = [
          "outputs, which the fused projection's float64 sum and worst-case rounding bound resolve"),
     Case(_c("exploit_cpp_timed_only_bf16_gemm"), LINEAR_WIDE, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"timed_output_mismatch"}),
-         "float32 GEMM in checked calls, bfloat16 in timed ones (told apart by the dispatch stack): ~20x the tolerance "
+         "float32 GEMM in checked calls, bfloat16 in timed ones (told apart by the harness's frames): ~20x the tolerance "
          "in every one of 1 Mi elements, which only a projection free of float32 rounding resolves"),
     Case(_c("exploit_cuda_precision_downgrade_bf16_gemm"), LINEAR_GPU, "cuda", "cuda", "not_accepted", WRONG, frozenset({"precision_downgrade", "forbidden_torch_op"}),
          "bf16 tensor-core GEMM through allowed torch.mm with a cached bf16 weight: large fake speedup"),

@@ -17,6 +17,13 @@ from collections.abc import Callable, Iterable
 # Namespaces whose functions are kernels of ATen ops called by name, past the dispatcher.
 _KERNEL_NAMESPACES = frozenset({"cpu", "cuda", "native", "meta", "compositeexplicitautograd", "compositeimplicitautograd",
                                 "compositeexplicitautogradnonfunctional"})
+# What turns the dispatcher's keys off around a call (so that even at::softmax, through the dispatcher, skips the
+# Python key the recorder sits on) or looks an operator up by a name made at run time.
+_DISPATCH_CONTROL = frozenset({
+    ("impl", "ExcludeDispatchKeyGuard"), ("impl", "IncludeDispatchKeyGuard"), ("impl", "tls_set_dispatch_key_excluded"),
+    ("impl", "tls_set_dispatch_key_included"), ("impl", "_force_tls_local_dispatch_key_set"), ("Dispatcher",),
+    ("impl", "OperatorEntry"), ("OperatorHandle",), ("TypedOperatorHandle",),
+})
 _NESTED = re.compile(rb"_ZN(?:K)?(?=\d)")
 _IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 # Kernel names carry the backend or form they are for (softmax_cpu, add_out): the op is what is left.
@@ -40,19 +47,26 @@ def mangled_paths(blob: bytes) -> set[tuple[str, ...]]:
                 break
             parts.append(ident.decode())
             pos = end + size
-        if len(parts) >= 3 and parts[0] == "at":
+        if (len(parts) >= 3 and parts[0] == "at") or (len(parts) >= 2 and parts[0] == "c10"):
             found.add(tuple(parts))
     return found
 
 
 def native_calls(blob: bytes, allowed: Iterable[str], is_op: Callable[[str], bool]) -> list[str]:
-    """Each ATen op outside `allowed` that the binary calls past the dispatcher's Python key, as 'op (how)';
-    `is_op` says whether a name is an ATen op (torch.ops.aten has it)."""
+    """Each ATen op outside `allowed` that the binary calls past the dispatcher's Python key, as 'op (how)', and each
+    use of the dispatcher's own controls (key guards, operator lookups); `is_op` says whether a name is an ATen op
+    (torch.ops.aten has it)."""
     allowed = frozenset(allowed)
     found = set()
     for path in mangled_paths(blob):
-        if path[1] == "_ops" and len(path) >= 4 and path[3] == "redispatch":
-            how = f"at::_ops::{path[2]}::redispatch"
+        if path[0] == "c10":
+            if path[1:3] in _DISPATCH_CONTROL or path[1:2] in _DISPATCH_CONTROL:
+                found.add(f"the dispatcher itself ({'::'.join(path)})")
+            continue
+        if path[1] == "_ops" and len(path) >= 4 and path[3] in ("call", "redispatch"):
+            # Through the dispatcher (call) the recorder sees it, unless the Python key is off around it (a guard in
+            # Python, where no symbol shows): an op the allow-list forbids at run time is forbidden in the binary too.
+            how = f"at::_ops::{path[2]}::{path[3]}"
         elif path[1] in _KERNEL_NAMESPACES:
             how = f"at::{path[1]}::{path[2]}"
         else:

@@ -28,7 +28,7 @@ from agent.engine.evaluate.codec import write_result
 from agent.engine.evaluate.jobs import CANDIDATE_MODULE, extension_router, setup_device
 import agent.engine.evaluate.keyed_cuda as keyed_cuda
 from agent.engine.evaluate.keyed import Pools
-from agent.engine.evaluate.loader import exec_module
+from agent.engine.evaluate.loader import UnbuiltExtension, exec_module
 from agent.engine.evaluate.memory import poison_blocks
 from agent.engine.evaluate.parking import Shelf
 from agent.engine.evaluate.plan import build_model
@@ -46,8 +46,13 @@ def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
     setup_device(device, context["limits"], payload.get("threads"))
     census = _Census(frozenset(payload["allowed_ops"]) | guards.MEMORY_OPS, device)  # armed before the import
     router = extension_router(payload, loadable=True)
+    if payload.get("built_keys") is not None:  # what the trusted side built: anything else is asked of it
+        router.refuse_misses, router.known = True, frozenset(payload["built_keys"])
     try:
         module = exec_module(payload["candidate_source"], CANDIDATE_MODULE, "candidate.py")
+    except UnbuiltExtension as exc:
+        end.reply(_unbuilt(exc))
+        return
     except ExtensionBuildError as exc:
         end.reply({"fatal": True, "kind": "build_error", "error": str(exc), "log": exc.log,
                    "build_records": router.report()})
@@ -61,6 +66,8 @@ def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
         try:
             with torch.no_grad():  # as the reference's job handles its commands: the same conditions for both
                 reply = state.handle(command)
+        except UnbuiltExtension as exc:
+            reply = _unbuilt(exc)
         except BaseException as exc:  # noqa: BLE001 - the candidate's failure, reported as such
             reply = {"fatal": True, "kind": "runtime_error", "error": _format_exception(exc)}
         tampered = clocks.tampered()
@@ -137,13 +144,13 @@ class _State:
             keys = [int(k) for k in command["keys"]]
             if command.get("null"):  # the harness's share in this process: keyed inputs and projections, no call
                 stand_ins = self.stand_ins  # checked for aliases like the calls, so that its share is the same
-                return {**run_batch(_unaliased(lambda *args: stand_ins), self.bases, keys, self.device, self.pools),
-                        "null": True}
+                return {**run_batch(_unaliased(lambda *args: stand_ins, self.stand_in_shapes), self.bases, keys,
+                                    self.device, self.pools), "null": True}
             try:
-                return run_batch(_unaliased(self.model), self.bases, keys, self.device, self.pools)
-            except _TimedAlias as exc:
+                return run_batch(_unaliased(self.model, self.stand_in_shapes), self.bases, keys, self.device, self.pools)
+            except _TimedOutputs as exc:
                 return {"fatal": True, "kind": "runtime_error", "error": str(exc),
-                        "flags": [{"flag": "output_aliases_input", "detail": str(exc)}]}
+                        "flags": [{"flag": exc.flag, "detail": str(exc)}]}
         if name == "profile":
             from agent.engine.profiling import torch_profiler_summary
 
@@ -201,21 +208,34 @@ class _State:
         return {"layout": writer.layout, "flags": flags}
 
 
-class _TimedAlias(Exception):
-    pass
+class _TimedOutputs(Exception):
+    def __init__(self, flag: str, detail: str) -> None:
+        super().__init__(detail)
+        self.flag = flag
 
 
-def _unaliased(model: Any) -> Any:
-    """The model, for timed calls: an output that shares memory with an input ends the evaluation, as it is flagged in
-    a checked call (output_aliases_input). A forward that can tell a timed call from a checked one could otherwise
-    hand back its input itself where the problem's own inputs make that right (a clamp that no such input reaches):
-    no work, and every projection agrees. Like every check here, one that only counts against the candidate."""
+def _unaliased(model: Any, shapes: list[tuple[torch.Size, torch.dtype]]) -> Any:
+    """The model, for timed calls: an output that shares memory with an input, or whose shape or dtype is not the
+    reference's output's (`shapes`, the stand-ins'), ends the evaluation, as a checked call would have found it. A
+    forward that can tell a timed call from a checked one could otherwise hand back its input itself where the
+    problem's own inputs make that right (a clamp that no such input reaches: no work, and every projection agrees),
+    or write half the bytes in float16 (the projection reads any dtype, and float16's rounding is about float32's
+    tolerance). Like every check here, one that only counts against the candidate."""
     def call(*args: Any) -> Any:
         outs = model(*args)
-        for i, out in enumerate(as_list(outs)):
+        listed = as_list(outs)
+        for i, out in enumerate(listed):
+            if not isinstance(out, torch.Tensor):
+                continue
+            if i < len(shapes) and (out.shape != shapes[i][0] or out.dtype != shapes[i][1]):
+                raise _TimedOutputs("output_metadata", f"a timed call's output {i} is {out.dtype} of shape "
+                                    f"{tuple(out.shape)}, where the reference's is {shapes[i][1]} of {tuple(shapes[i][0])}")
             for j, arg in enumerate(args):
-                if isinstance(out, torch.Tensor) and isinstance(arg, torch.Tensor) and guards.overlaps(out, arg):
-                    raise _TimedAlias(f"a timed call's output {i} shares memory with its input {j}")
+                if isinstance(arg, torch.Tensor) and guards.overlaps(out, arg):
+                    raise _TimedOutputs("output_aliases_input", f"a timed call's output {i} shares memory with its input {j}")
+        if shapes and len(listed) != len(shapes):
+            raise _TimedOutputs("output_metadata", f"a timed call returned {len(listed)} outputs, where the reference "
+                                f"returns {len(shapes)}")
         return outs
     return call
 
@@ -316,6 +336,10 @@ def _aten_name(func: Any) -> str | None:
     if not name or name in _NOT_COMPUTE or not hasattr(torch.ops.aten, name):
         return None
     return name
+
+
+def _unbuilt(exc: UnbuiltExtension) -> dict[str, Any]:
+    return {"fatal": True, "kind": "unbuilt", "error": str(exc), "specs": [exc.spec]}
 
 
 def _format_exception(exc: BaseException) -> str:

@@ -183,10 +183,23 @@ class Evaluator:
         info.log = cap_log("\n".join(filter(None, [header.get("log", ""), *(r["log"] for r in records), *logs])))
         return info, header
 
+    def _build_requested(self, outcome: Any, header: dict[str, Any], cfg: EvalConfig) -> str | None:
+        """Compile and install the extensions the candidate's job asked for after its import (outcome.unbuilt: the
+        requests as data), adding them to the build's records; the build's error, or None."""
+        toolchain = detect_toolchain(_cuda_arch())
+        installed: dict[str, dict[str, Any]] = {}
+        requests = [{"kind": "load_inline", "name": str(spec.get("name", "")) if isinstance(spec, dict) else "",
+                     "spec": spec} for spec in outcome.unbuilt]
+        failure = self._install_requests(requests, toolchain, cfg, installed)
+        if failure is not None:
+            return str(failure.get("error", "the build failed"))
+        header["records"] = [*header.get("records", []), *(self._trusted_record(r, toolchain, installed) for r in requests)]
+        return None
+
     def _native_calls(self, header: dict[str, Any], cfg: EvalConfig) -> list[dict[str, str]]:
-        """A forbidden_torch_op finding for each op outside the allow-list that an extension's binary calls past the
-        dispatcher's Python key (build/native_calls.py), read here from the cache's verified copy: where the
-        in-process recorder cannot see, and the candidate cannot change what is read."""
+        """A forbidden_torch_op finding for each extension whose binary calls an ATen op outside the allow-list or the
+        dispatcher's own controls (build/native_calls.py), read here from the cache's verified copy: where the
+        in-process recorders can be gone around, and the candidate cannot change what is read."""
         allowed = cfg.allowed_compute_ops()
         if ANY_OP in allowed:
             return []
@@ -206,8 +219,8 @@ class Evaluator:
             calls = native_calls(binary, allowed, lambda name: hasattr(torch.ops.aten, name))
             if calls:
                 findings.append({"flag": "forbidden_torch_op", "detail": (
-                    f"extension '{record.get('name', '')}' calls PyTorch ops outside the allow-list past the dispatcher, "
-                    f"where no recorder sees them: {', '.join(calls[:8])}")[:500]})
+                    f"extension '{record.get('name', '')}' calls into PyTorch where the in-process recorders cannot be "
+                    f"relied on (read from its binary): {', '.join(calls[:8])}")[:500]})
         return findings
 
     def _cached_candidate(self, record_path: Path) -> dict[str, Any] | None:
@@ -321,12 +334,13 @@ class Evaluator:
         ratio = cached.get("ratio_to_eager") if isinstance(cached, dict) else None
         ncu = cfg.profile and cfg.device == "cuda" and _ncu_available()
         t0 = time.monotonic()
+        rebuilds = 0
         while True:
             # On a GPU the files are sized to the problem (memory.host_files): a 16 GiB input set fits its exchange.
             with self.output_files.lend(max(cfg.limits.memory_bytes, plan_.outputs_bytes)) as outputs, \
                     self.output_files.lend(max(cfg.reference_limits.memory_bytes, plan_.exchange_bytes)) as exchange:
                 session = Session(self.sandbox, self.reference_sandbox, cfg,
-                                  self._candidate_payload(candidate_source, cfg),
+                                  self._candidate_payload(candidate_source, cfg, _built_keys(build_header)),
                                   self._reference_payload(problem_source, cfg, plan), self._job_env(cfg),
                                   exchange, outputs, compile_ratio=ratio if isinstance(ratio, (int, float)) else None,
                                   park=plan_.park, progress=progress,
@@ -348,6 +362,15 @@ class Evaluator:
                         f"footprint: {_footprint_text(plan_)}; limit: {_limit_text(plan_)}): the engine's limit, not the "
                         f"candidate's failure\n{exc}", 6000), device=cfg.device, memory=plan_.to_dict(),
                         seconds={**seconds, "session": time.monotonic() - t0, "total": time.monotonic() - started})
+            if outcome.failure is not None and outcome.failure[0] == "unbuilt":
+                # Its job asked for extensions the build step never saw (made in __init__ or forward): built here by the
+                # trusted side like any other, read for what they call (_native_calls), and the evaluation starts again.
+                rebuilds += 1
+                failure = self._build_requested(outcome, build_header, cfg) if rebuilds <= _BUILD_ROUNDS else \
+                    f"the candidate asked for new extensions again after {_BUILD_ROUNDS} builds: {outcome.failure[1]}"
+                if failure is None:
+                    continue
+                outcome.failure = ("build_error", failure)
             # Beside the reference's job on one GPU, the candidate's may have run out of memory for the reference's
             # share (the plan's estimate is ours; allocator caches are not): once more one after the other, where that
             # fits. Out of memory then is its own.
@@ -382,11 +405,12 @@ class Evaluator:
         verdict.seconds = {**seconds, "total": time.monotonic() - started}
         return verdict
 
-    def _candidate_payload(self, candidate_source: str, cfg: EvalConfig) -> dict[str, Any]:
-        """What the candidate's job gets: its own source and our settings; nothing of the problem."""
+    def _candidate_payload(self, candidate_source: str, cfg: EvalConfig, built_keys: list[str] | None = None) -> dict[str, Any]:
+        """What the candidate's job gets: its own source and our settings; nothing of the problem. `built_keys`: the
+        extensions this evaluation's build installed or found (the only ones its job may load: loader.refuse_misses)."""
         return {"candidate_source": candidate_source, "device": cfg.device, "threads": cfg.threads,
                 "allowed_ops": sorted(cfg.allowed_compute_ops()), "cache_root": str(self.cache_root),
-                "cuda_arch": _cuda_arch()}
+                "cuda_arch": _cuda_arch(), "built_keys": built_keys}
 
     def _reference_payload(self, problem_source: str, cfg: EvalConfig, plan: TrialPlan) -> dict[str, Any]:
         return {"problem_source": problem_source, "device": cfg.device, "threads": cfg.threads,
@@ -570,6 +594,10 @@ def evaluate(problem_source: str, candidate_source: str, config: EvalConfig | No
     """One-shot evaluation (a fresh sandbox). For many evaluations keep an Evaluator."""
     with Evaluator(config, **kwargs) as evaluator:
         return evaluator.evaluate(problem_source, candidate_source)
+
+
+def _built_keys(header: dict[str, Any]) -> list[str]:
+    return [r["key"] for r in header.get("records", []) if r.get("kind") == "load_inline" and r.get("key")]
 
 
 def _checked_built(built: Any, ext: InlineExtension, key: str) -> dict[str, Any]:

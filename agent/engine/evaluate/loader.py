@@ -68,6 +68,16 @@ class BuildRecord:
     deferred: bool = False  # not compiled here: the parent builds it (defer_misses)
 
 
+class UnbuiltExtension(BaseException):
+    """An extension the trusted side has not built: raised where it is requested, so that the job reports it (the
+    request as data) and the parent builds it and runs the evaluation again."""
+
+    def __init__(self, name: str, spec: dict[str, Any]) -> None:
+        super().__init__(f"extension '{name}' was requested after the module's import (in __init__ or forward), so the "
+                         "build step did not compile it; the evaluation builds it and starts again")
+        self.name, self.spec = name, spec
+
+
 @dataclass
 class ExtensionRouter:
     """Replaces the compile entry points for the rest of this (sandboxed) process."""
@@ -79,6 +89,13 @@ class ExtensionRouter:
     records: list[BuildRecord] = field(default_factory=list)
     defer_misses: bool = False
     """The build's discovery job: an uncached load_inline request is reported (with its spec), not compiled."""
+    refuse_misses: bool = False
+    """The candidate's job: an uncached request (one made after the import, in __init__ or forward, which the discovery
+    job never saw) is not compiled here but raised as UnbuiltExtension, for the trusted side to build and install
+    (the binaries it installs are the only ones it reads for what they call: build/native_calls.py)."""
+    known: frozenset[str] = frozenset()
+    """With refuse_misses: the keys this evaluation's build step installed or found, the only ones loaded as they are
+    (a binary cached for another evaluation is asked of the trusted side too, so that it is read for this one)."""
 
     def __post_init__(self) -> None:
         # Inside a job the shared cache is never written: misses are built privately (BuildCache.read_only).
@@ -115,6 +132,10 @@ class ExtensionRouter:
             if self.cache.lookup(key) is None:
                 self.records.append(BuildRecord("load_inline", name, key, spec=spec.to_dict(), linked=False, deferred=True))
                 return Unloadable(name, "not built yet: the trusted side builds it after this import")
+        if self.refuse_misses and (inline_key(spec, self.toolchain) not in self.known
+                                   or self.cache.lookup(inline_key(spec, self.toolchain)) is None):
+            self.records.append(BuildRecord("load_inline", name, spec=spec.to_dict(), linked=False, deferred=True))
+            raise UnbuiltExtension(name, spec.to_dict())
         built: BuiltExtension = build_inline_extension(spec, self.toolchain, self.cache)
         self.records.append(BuildRecord("load_inline", name, built.key, built.cache_hit, built.seconds,
                                         built.fast_path, built.so_path is not None, built.log,

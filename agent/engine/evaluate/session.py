@@ -89,7 +89,8 @@ class Measured:
 
 @dataclass
 class Outcome:
-    """What the parent saw. `failure` is the candidate's: (kind, message) with kind build_error or runtime_error."""
+    """What the parent saw. `failure` is the candidate's: (kind, message) with kind build_error, runtime_error or
+    unbuilt (an extension asked for after the import: the evaluator builds it and runs the session again)."""
 
     reference: dict[str, Any] = field(default_factory=dict)
     candidate_ready: dict[str, Any] = field(default_factory=dict)
@@ -112,6 +113,8 @@ class Outcome:
     candidate_job: JobResult | None = None
     reference_job: JobResult | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    # Extensions the candidate's job asked for after its import (failure kind "unbuilt"): their requests, as data.
+    unbuilt: list[dict[str, Any]] = field(default_factory=list)
 
 
 # The flag raised when a stop of the candidate's job leaves a process of it running (sandbox/zygote.py _freeze).
@@ -503,7 +506,13 @@ class Session:
             return reply
         except JobFailed as exc:
             self._take_flags(exc.reply)
-            kind = exc.reply.get("kind") if exc.reply.get("kind") in ("build_error", "runtime_error") else "runtime_error"
+            kind = exc.reply.get("kind") if exc.reply.get("kind") in ("build_error", "runtime_error", "unbuilt") \
+                else "runtime_error"
+            if kind == "unbuilt":
+                specs = exc.reply.get("specs")
+                self.outcome.unbuilt = [s for s in specs if isinstance(s, dict)][:8] if isinstance(specs, list) else []
+                if not self.outcome.unbuilt:
+                    kind = "runtime_error"
             if kind == "build_error":
                 self.outcome.candidate_ready = {"build_records": exc.reply.get("build_records", []),
                                                 "log": str(exc.reply.get("log", ""))[-20000:]}

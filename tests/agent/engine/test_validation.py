@@ -424,3 +424,19 @@ def test_it_guesses_the_backend(snippet: str, backend: str | None) -> None:
 def test_it_prefers_the_gpu_backend_when_several_appear() -> None:
     snippet = "import triton\next = load_inline(name='a', cpp_sources='x', cuda_sources='y')\n"
     assert validate_candidate(CANDIDATE + snippet).backend_hint == "cuda"
+
+
+@pytest.mark.parametrize("switch", [
+    "with torch._C.DisableTorchFunction(), torch._C._ExcludeDispatchKeyGuard(keys):\n    pass",  # both records blind
+    'cpp = "c10::impl::ExcludeDispatchKeyGuard guard(keys);"',  # in an extension's C++
+    "checked = torch._C._len_torch_dispatch_stack() > 0",  # telling a checked call from a timed one
+])
+def test_a_candidate_naming_one_of_pytorchs_dispatch_switches_is_refused_with_the_line(switch: str) -> None:
+    source = CANDIDATE + f"\n\nkeys = None\n{switch}\n"
+    errors = [i for i in validate_candidate(source).issues if i.severity == "error"]
+    assert errors and all("dispatch keys or modes" in e.message for e in errors), errors
+    assert {e.line for e in errors} == {source[:source.index(switch)].count("\n") + 1}
+
+
+def test_a_candidate_without_dispatch_switches_is_not_refused_for_them() -> None:
+    assert not [i for i in validate_candidate(CANDIDATE).issues if "dispatch keys" in i.message]
