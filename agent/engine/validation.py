@@ -9,6 +9,7 @@ Columns are 1-based (what editors such as Monaco show); lines are 1-based as in 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -130,18 +131,22 @@ _DISPATCH_CONTROLS = ("DisableTorchFunction", "_ExcludeDispatchKeyGuard", "_Incl
                       "IncludeDispatchKeyGuard", "tls_set_dispatch_key", "_force_tls_local_dispatch_key_set")
 
 
+_DISPATCH_CONTROL_NAMES = re.compile("|".join(map(re.escape, sorted(_DISPATCH_CONTROLS, key=len, reverse=True))))
+
+
 def _dispatch_controls(source: str, filename: str) -> list[Issue]:
-    """An error for each of PyTorch's dispatch switches the source names (anywhere: Python or an extension's C++)."""
+    """An error for each of PyTorch's dispatch switches the source names (anywhere: Python or an extension's C++), at
+    its first use; the longest name wins where one holds another (_ExcludeDispatchKeyGuard, ExcludeDispatchKeyGuard)."""
+    first: dict[str, int] = {}
+    for match in _DISPATCH_CONTROL_NAMES.finditer(source):
+        first.setdefault(match.group(), match.start())
     issues = []
-    for name in _DISPATCH_CONTROLS:
-        at = source.find(name)
-        if at >= 0 and not any(longer != name and name in longer and source.find(longer) == at - longer.index(name)
-                               for longer in _DISPATCH_CONTROLS):
-            line = source.count("\n", 0, at) + 1
-            issues.append(Issue("error", f"{filename}, line {line}: the candidate uses {name}, which switches off or "
-                                "inspects PyTorch's dispatch keys or modes: that hides the PyTorch ops it runs from the "
-                                "evaluation (or tells its checked calls from its timed ones), so it is not allowed; do the "
-                                "work in your own kernels", line))
+    for name, at in first.items():
+        line = source.count("\n", 0, at) + 1
+        issues.append(Issue("error", f"{filename}, line {line}: the candidate uses {name}, which switches off or "
+                            "inspects PyTorch's dispatch keys or modes: that hides the PyTorch ops it runs from the "
+                            "evaluation (or tells its checked calls from its timed ones), so it is not allowed; do the "
+                            "work in your own kernels", line))
     return issues
 
 

@@ -143,11 +143,11 @@ class _State:
         if name == "batch":
             keys = [int(k) for k in command["keys"]]
             if command.get("null"):  # the harness's share in this process: keyed inputs and projections, no call
-                stand_ins = self.stand_ins  # checked for aliases like the calls, so that its share is the same
-                return {**run_batch(_unaliased(lambda *args: stand_ins, self.stand_in_shapes), self.bases, keys,
+                stand_ins = self.stand_ins  # its outputs checked like the calls', so that its share is the same
+                return {**run_batch(_checked_outputs(lambda *args: stand_ins, self.stand_in_shapes), self.bases, keys,
                                     self.device, self.pools), "null": True}
             try:
-                return run_batch(_unaliased(self.model, self.stand_in_shapes), self.bases, keys, self.device, self.pools)
+                return run_batch(_checked_outputs(self.model, self.stand_in_shapes), self.bases, keys, self.device, self.pools)
             except _TimedOutputs as exc:
                 return {"fatal": True, "kind": "runtime_error", "error": str(exc),
                         "flags": [{"flag": exc.flag, "detail": str(exc)}]}
@@ -214,7 +214,7 @@ class _TimedOutputs(Exception):
         self.flag = flag
 
 
-def _unaliased(model: Any, shapes: list[tuple[torch.Size, torch.dtype]]) -> Any:
+def _checked_outputs(model: Any, shapes: list[tuple[torch.Size, torch.dtype]]) -> Any:
     """The model, for timed calls: an output that shares memory with an input, or whose shape or dtype is not the
     reference's output's (`shapes`, the stand-ins'), ends the evaluation, as a checked call would have found it. A
     forward that can tell a timed call from a checked one could otherwise hand back its input itself where the

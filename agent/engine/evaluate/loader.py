@@ -127,13 +127,12 @@ class ExtensionRouter:
 
     def load_inline(self, name: str, cpp_sources: Any, cuda_sources: Any = None, *args: Any, **kwargs: Any) -> Any:
         spec = InlineExtension.from_load_inline(name, cpp_sources, cuda_sources, *args, **kwargs)
+        key = inline_key(spec, self.toolchain) if self.defer_misses or self.refuse_misses else ""
         if self.defer_misses:
-            key = inline_key(spec, self.toolchain)
             if self.cache.lookup(key) is None:
                 self.records.append(BuildRecord("load_inline", name, key, spec=spec.to_dict(), linked=False, deferred=True))
                 return Unloadable(name, "not built yet: the trusted side builds it after this import")
-        if self.refuse_misses and (inline_key(spec, self.toolchain) not in self.known
-                                   or self.cache.lookup(inline_key(spec, self.toolchain)) is None):
+        if self.refuse_misses and (key not in self.known or self.cache.lookup(key) is None):
             self.records.append(BuildRecord("load_inline", name, spec=spec.to_dict(), linked=False, deferred=True))
             raise UnbuiltExtension(name, spec.to_dict())
         built: BuiltExtension = build_inline_extension(spec, self.toolchain, self.cache)
