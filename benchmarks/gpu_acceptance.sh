@@ -4,7 +4,7 @@
 #             (test_corpus -k cuda-)
 #   fidelity  benchmarks/timing_fidelity.py (5 evaluations per case + triton do_bench)
 #   latency   benchmarks/turn_latency.py --device cuda --naive
-# Usage on the GPU box: OUT=/some/dir bash benchmarks/gpu_acceptance.sh corpus fidelity
+# Usage on the GPU box: OUT=/some/dir [GPUS=2] bash benchmarks/gpu_acceptance.sh corpus fidelity
 set -u
 PY=${PY:-python3} SITE=${SITE:-/tmp/kstudio-site}
 say() { echo "[gpu_acceptance $(date +%T)] $*"; }
@@ -25,10 +25,24 @@ for stage in "$@"; do
       # The harness's own GPU kernels first (keyed_cuda.py): every corpus verdict below mixes and projects with them.
       python3 -m pytest tests/agent/engine/evaluate/test_keyed_cuda.py -q -p no:cacheprovider --timeout 300 2>&1 \
         | tee "$OUT/keyed_cuda.log" | tail -3
-      python3 -m pytest tests/agent/engine/evaluate/test_corpus.py -k cuda- -v -s -p no:cacheprovider --timeout 180 --durations=0 \
-        > "$OUT/corpus.log" 2>&1
+      # GPUS=n (a host with n GPUs): the cases are dealt round-robin to n pytest processes, one per GPU, so the corpus
+      # fits one device call; each case still has its GPU to itself.
+      if [ "${GPUS:-1}" -gt 1 ]; then
+        python3 -m pytest tests/agent/engine/evaluate/test_corpus.py -k cuda- --collect-only -q -p no:cacheprovider \
+          | grep '::' > "$OUT/corpus_ids.txt"
+        for g in $(seq 0 $(( GPUS - 1 ))); do
+          awk -v n="$GPUS" -v g="$g" '(NR - 1) % n == g' "$OUT/corpus_ids.txt" > "$OUT/corpus_ids_$g.txt"
+          CUDA_VISIBLE_DEVICES=$g python3 -m pytest $(cat "$OUT/corpus_ids_$g.txt") -v -s -p no:cacheprovider \
+            --timeout 180 --durations=0 > "$OUT/corpus_$g.log" 2>&1 &
+        done
+        wait
+        cat "$OUT"/corpus_[0-9]*.log > "$OUT/corpus.log"
+      else
+        python3 -m pytest tests/agent/engine/evaluate/test_corpus.py -k cuda- -v -s -p no:cacheprovider --timeout 180 \
+          --durations=0 > "$OUT/corpus.log" 2>&1
+      fi
       grep -E "^VERDICT|PASSED|FAILED|ERROR|passed|failed" "$OUT/corpus.log" | grep -v "^tests.*PASSED$" | tail -60
-      grep -E "passed|failed" "$OUT/corpus.log" | tail -1
+      grep -E "^=+ .*(passed|failed|error)" "$OUT/corpus.log"   # one summary line per shard
       ;;
     fidelity)
       python3 benchmarks/timing_fidelity.py --repeats 5 --json "$OUT/fidelity.json" 2>&1 | tee "$OUT/fidelity.log" | tail -12

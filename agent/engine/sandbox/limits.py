@@ -16,7 +16,8 @@ class Limits:
         "help": "CPU time (all threads) before the kernel sends SIGXCPU, then SIGKILL."})
     memory_bytes: int = field(default=16 * GIB, metadata={
         "help": "Resident memory of the job's whole process tree, watched by the zygote. On the CPU it is also the "
-                "address-space rlimit (CUDA reserves terabytes of virtual space, so not on GPUs)."})
+                "address-space rlimit over what the job's process had mapped at its start (CUDA reserves terabytes of virtual "
+                "space, so not on GPUs)."})
     gpu_memory_fraction: float = field(default=0.9, metadata={
         "help": "Share of the GPU's memory the job's caching allocator may take."})
     file_size_bytes: int = field(default=256 * MIB, metadata={"help": "Largest file the job may write (RLIMIT_FSIZE)."})
@@ -45,4 +46,16 @@ def apply_rlimits(limits: Limits, *, address_space: bool) -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if address_space:
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        # On top of what is mapped already: the job forks from a zygote that has torch loaded, and a CUDA build of
+        # torch maps gigabytes of libraries (cuDNN, cuBLAS, ...) before any candidate code runs, so a limit on the
+        # whole space would leave a CPU job on a GPU machine no room to start (session 33: a CPU evaluation limited to
+        # 4 GiB ended "without answering" on the H200 box, where it passes here). New allocations stay bounded by
+        # memory_bytes.
+        space = mapped_bytes() + limits.memory_bytes
+        resource.setrlimit(resource.RLIMIT_AS, (space, space))
+
+
+def mapped_bytes() -> int:
+    """This process's virtual address space now (/proc/self/statm's first field, in pages)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[0]) * resource.getpagesize()

@@ -143,6 +143,17 @@ def test_it_kills_a_job_that_allocates_without_bound(box):
     assert out.killed == "memory" or "MemoryError" in out.stderr
 
 
+def test_a_cpu_job_has_its_memory_on_top_of_the_libraries_its_zygote_mapped():
+    # torch alone maps about 600 MiB here and a CUDA build of it gigabytes: a limit on the whole address space left
+    # no room to start a CPU job on a GPU machine. The limit is the job's own, over what the zygote had mapped.
+    with Sandbox(preload=("agent.engine.sandbox.probes", "torch"), env=_studio_env()) as torch_box:
+        small = Limits(memory_bytes=256 << 20, wall_seconds=60)
+        assert torch_box.run(Job("agent.engine.sandbox.probes:echo", {"result": b"started"}, limits=small,
+                                 device="cpu")).result == b"started"
+        hoarder = torch_box.run(Job("agent.engine.sandbox.probes:allocate", {}, limits=small, device="cpu"))
+    assert not hoarder.ok and (hoarder.killed == "memory" or "MemoryError" in hoarder.stderr)
+
+
 def test_it_contains_a_fork_bomb(box):
     out = box.run(Job("agent.engine.sandbox.probes:fork_bomb", {}, limits=Limits(processes=32, wall_seconds=20)))
     assert out.killed in {"processes", "wall_time"}
