@@ -144,13 +144,18 @@ class _State:
             keys = [int(k) for k in command["keys"]]
             if command.get("null"):  # the harness's share in this process: keyed inputs and projections, no call
                 stand_ins = self.stand_ins  # its outputs checked like the calls', so that its share is the same
-                return {**run_batch(_checked_outputs(lambda *args: stand_ins, self.stand_in_shapes), self.bases, keys,
-                                    self.device, self.pools), "null": True}
+                reply = run_batch(_checked_outputs(lambda *args: stand_ins, self.stand_in_shapes, self.census),
+                                  self.bases, keys, self.device, self.pools)
+                found = self.census.timed_findings()  # its canary too: the candidate's batches run one
+                return {**reply, "null": True, **({"flags": found} if found else {})}
             try:
-                return run_batch(_checked_outputs(self.model, self.stand_in_shapes), self.bases, keys, self.device, self.pools)
+                reply = run_batch(_checked_outputs(self.model, self.stand_in_shapes, self.census), self.bases, keys,
+                                  self.device, self.pools)
             except _TimedOutputs as exc:
                 return {"fatal": True, "kind": "runtime_error", "error": str(exc),
                         "flags": [{"flag": exc.flag, "detail": str(exc)}]}
+            found = self.census.timed_findings()
+            return {**reply, "flags": found} if found else reply
         if name == "profile":
             from agent.engine.profiling import torch_profiler_summary
 
@@ -214,15 +219,22 @@ class _TimedOutputs(Exception):
         self.flag = flag
 
 
-def _checked_outputs(model: Any, shapes: list[tuple[torch.Size, torch.dtype]]) -> Any:
+def _checked_outputs(model: Any, shapes: list[tuple[torch.Size, torch.dtype]], census: _Census) -> Any:
     """The model, for timed calls: an output that shares memory with an input, or whose shape or dtype is not the
     reference's output's (`shapes`, the stand-ins'), ends the evaluation, as a checked call would have found it. A
     forward that can tell a timed call from a checked one could otherwise hand back its input itself where the
     problem's own inputs make that right (a clamp that no such input reaches: no work, and every projection agrees),
     or write half the bytes in float16 (the projection reads any dtype, and float16's rounding is about float32's
-    tolerance). Like every check here, one that only counts against the candidate."""
+    tolerance). The op census counts the call's PyTorch compute, as in a checked call: a forward that runs its kernel
+    while checked and PyTorch once timed (it counts its calls, or reads the harness's frames) is found by it. The null
+    batch passes through the same census, so that its cost is in the harness's share alike. Like every check here,
+    one that only counts against the candidate."""
     def call(*args: Any) -> Any:
-        outs = model(*args)
+        census.arm(census.TIMED)  # not a context manager: this runs once per timed call, a few microseconds apiece
+        try:
+            outs = model(*args)
+        finally:
+            census.disarm()
         listed = as_list(outs)
         for i, out in enumerate(listed):
             if not isinstance(out, torch.Tensor):
@@ -242,14 +254,17 @@ def _checked_outputs(model: Any, shapes: list[tuple[torch.Size, torch.dtype]]) -
 
 class _Census(TorchFunctionMode):
     """A second, independent record of the PyTorch compute the candidate's forward called: a TorchFunctionMode
-    pushed before the candidate's module is imported and popped after the checked calls (finish()). It sees
+    pushed before the candidate's module is imported and popped after the checked calls (finish()), then pushed again
+    around each timed call (arm(), reported after each batch by timed_findings()). It sees
     calls at PyTorch's Python API (torch.sigmoid, Tensor.__mul__, F.softmax...), where the dispatch-mode op
     recorder sees ATen ops: popping the dispatch modes (torch.utils._python_dispatch._disable_current_modes) or
     replacing a TorchDispatchMode's method does not switch it off, and a canary the harness runs after every
     forward shows whether something else did. Both live in the candidate's process (docs/threat-model.md says
     what that leaves). It counts only the forward's own top-level calls, by ATen name."""
 
-    FORWARD, CANARY = "forward", "canary"
+    # Where the calls it sees come from: a checked call (forward()), a timed one (set by _checked_outputs, with no
+    # canary after each: the batch's one follows it), the harness's canary; None: the harness's own work.
+    FORWARD, TIMED, CANARY = "forward", "timed", "canary"
 
     def __init__(self, allowed: frozenset[str], device: str) -> None:
         super().__init__()
@@ -257,6 +272,8 @@ class _Census(TorchFunctionMode):
         self.calls = 0
         self.canaries = 0
         self.forbidden: dict[str, int] = {}
+        self.forbidden_timed: dict[str, int] = {}  # in timed calls: the census stays armed after the checked calls
+        self.reported_timed = 0  # how many of those a batch's reply has reported already
         self.where: str | None = None
         self.depth = 0
         self.armed = True
@@ -269,8 +286,9 @@ class _Census(TorchFunctionMode):
             if name is not None:
                 if self.where == self.CANARY and name == "exp":
                     self.canaries += 1
-                elif self.where == self.FORWARD and name not in self.allowed and "*" not in self.allowed:
-                    self.forbidden[name] = self.forbidden.get(name, 0) + 1
+                elif self.where != self.CANARY and name not in self.allowed and "*" not in self.allowed:
+                    found = self.forbidden if self.where == self.FORWARD else self.forbidden_timed
+                    found[name] = found.get(name, 0) + 1
         self.depth += 1
         try:
             return func(*args, **(kwargs or {}))
@@ -286,6 +304,27 @@ class _Census(TorchFunctionMode):
         finally:
             self.where = None
 
+    def timed_findings(self) -> list[dict[str, str]]:
+        """After a timed batch: the census still armed (its canary seen), and any PyTorch compute outside the
+        allow-list that the batch's calls ran."""
+        before = self.canaries
+        self.arm(None)
+        try:
+            self.canary()
+        finally:
+            self.disarm()
+        if self.canaries == before:
+            return [{"flag": "forbidden_torch_op", "detail": "the op census was switched off or tampered with by the "
+                     "time the timed calls ran (its canary after a batch was not seen)"}]
+        total = sum(self.forbidden_timed.values())
+        if total == self.reported_timed:
+            return []
+        self.reported_timed = total
+        names = ", ".join(sorted(self.forbidden_timed, key=lambda k: -self.forbidden_timed[k])[:8])
+        return [{"flag": "forbidden_torch_op", "detail": "the op census (a function mode armed before the import, "
+                 f"still armed in the timed calls) saw PyTorch compute calls outside the allow-list in timed calls: "
+                 f"{names}"}]
+
     def canary(self) -> None:
         self.where = self.CANARY
         try:
@@ -293,7 +332,18 @@ class _Census(TorchFunctionMode):
         finally:
             self.where = None
 
+    def arm(self, where: str | None) -> None:
+        """On the mode stack again for one timed call (or a batch's canary): between the calls the harness's own torch
+        calls do not pass through it, so that it costs the timed batches only what the forward's calls cost."""
+        self.__enter__()
+        self.where = where
+
+    def disarm(self) -> None:
+        self.where = None
+        self.__exit__(None, None, None)
+
     def finish(self) -> list[dict[str, str]]:
+        """The checked calls' findings; the mode leaves the stack, to be pushed again around each timed call."""
         if self.result is not None:
             return self.result
         try:

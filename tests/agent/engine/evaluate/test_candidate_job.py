@@ -1,0 +1,54 @@
+"""The op census in the candidate's job: armed before the import, it counts the checked calls and, pushed again around
+each one, the timed calls too (a forward that runs its kernel while checked and PyTorch once timed is found)."""
+import torch
+
+from agent.engine.evaluate.candidate_job import _Census, _checked_outputs
+
+X = torch.randn(64)
+SHAPES = [(X.shape, X.dtype)]
+
+
+def _census() -> _Census:
+    census = _Census(frozenset({"empty_like"}), "cpu")  # pushed on the mode stack, as before the candidate's import
+    with census.forward():
+        torch.empty_like(X)
+    census.canary()
+    assert census.finish() == [], "an allowed op in a checked call is no finding"
+    return census
+
+
+def test_pytorch_compute_in_timed_calls_only_is_found_after_the_batch():
+    census = _census()
+    calls = 0
+
+    def forward(x):
+        nonlocal calls
+        calls += 1
+        return torch.sigmoid(x) if calls > 2 else torch.empty_like(x)
+
+    timed = _checked_outputs(forward, SHAPES, census)
+    timed(X), timed(X)
+    assert census.timed_findings() == [], "only allowed ops so far"
+    timed(X)
+    found = census.timed_findings()
+    assert [f["flag"] for f in found] == ["forbidden_torch_op"] and "in timed calls: sigmoid" in found[0]["detail"]
+    assert census.timed_findings() == [], "reported once; the verdict keeps it"
+
+
+def test_the_harness_work_between_timed_calls_is_not_counted_and_does_not_pass_through_the_census():
+    census = _census()
+    timed = _checked_outputs(lambda x: torch.empty_like(x), SHAPES, census)
+    timed(X)
+    torch.sigmoid(X)  # the harness's own work (keyed inputs, projections) between the calls
+    assert torch.overrides._get_current_function_mode_stack() == [], "off the stack between the calls"
+    assert census.timed_findings() == []
+
+
+def test_a_census_switched_off_inside_the_timed_calls_is_a_finding():
+    census = _census()
+    census.__enter__ = lambda: census  # as a candidate could: the harness's push made a no-op
+    census.__exit__ = lambda *exc: None
+    timed = _checked_outputs(lambda x: torch.sigmoid(x), SHAPES, census)
+    timed(X)
+    found = census.timed_findings()
+    assert [f["flag"] for f in found] == ["forbidden_torch_op"] and "switched off" in found[0]["detail"]
