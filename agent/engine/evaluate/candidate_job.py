@@ -272,7 +272,7 @@ class _Census(TorchFunctionMode):
         self.calls = 0
         self.canaries = 0
         self.forbidden: dict[str, int] = {}
-        self.forbidden_timed: dict[str, int] = {}  # in timed calls: the census stays armed after the checked calls
+        self.forbidden_timed: dict[str, int] = {}  # in timed calls (pushed again around each: arm())
         self.reported_timed = 0  # how many of those a batch's reply has reported already
         self.where: str | None = None
         self.depth = 0
