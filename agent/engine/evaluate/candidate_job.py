@@ -321,8 +321,8 @@ class _Census(TorchFunctionMode):
             return []
         self.reported_timed = total
         names = ", ".join(sorted(self.forbidden_timed, key=lambda k: -self.forbidden_timed[k])[:8])
-        return [{"flag": "forbidden_torch_op", "detail": "the op census (a function mode armed before the import, "
-                 f"still armed in the timed calls) saw PyTorch compute calls outside the allow-list in timed calls: "
+        return [{"flag": "forbidden_torch_op", "detail": "the op census (a function mode armed before the import "
+                 f"and around every timed call) saw PyTorch compute calls outside the allow-list in timed calls: "
                  f"{names}"}]
 
     def canary(self) -> None:
