@@ -144,18 +144,12 @@ class _State:
             keys = [int(k) for k in command["keys"]]
             if command.get("null"):  # the harness's share in this process: keyed inputs and projections, no call
                 stand_ins = self.stand_ins  # its outputs checked like the calls', so that its share is the same
-                reply = run_batch(_checked_outputs(lambda *args: stand_ins, self.stand_in_shapes, self.census),
-                                  self.bases, keys, self.device, self.pools)
-                found = self.census.timed_findings()  # its canary too: the candidate's batches run one
-                return {**reply, "null": True, **({"flags": found} if found else {})}
+                return {**self._timed_batch(lambda *args: stand_ins, keys), "null": True}  # its canary too, alike
             try:
-                reply = run_batch(_checked_outputs(self.model, self.stand_in_shapes, self.census), self.bases, keys,
-                                  self.device, self.pools)
+                return self._timed_batch(self.model, keys)
             except _TimedOutputs as exc:
                 return {"fatal": True, "kind": "runtime_error", "error": str(exc),
                         "flags": [{"flag": exc.flag, "detail": str(exc)}]}
-            found = self.census.timed_findings()
-            return {**reply, "flags": found} if found else reply
         if name == "profile":
             from agent.engine.profiling import torch_profiler_summary
 
@@ -165,6 +159,13 @@ class _State:
         if name == "exit":
             return {"ok": True}
         raise ValueError(f"unknown command {name!r}")
+
+    def _timed_batch(self, model: Any, keys: list[int]) -> dict[str, Any]:
+        """A timed batch of `model`'s calls, with what the op census saw in them (after it, one canary)."""
+        reply = run_batch(_checked_outputs(model, self.stand_in_shapes, self.census), self.bases, keys, self.device,
+                          self.pools)
+        found = self.census.timed_findings()
+        return {**reply, "flags": found} if found else reply
 
     def _inputs(self, layout: Any, prefix: str, described: list[Any]) -> list[Any]:
         """Positional inputs: tensors from the exchange file, anything else as the JSON value it came as."""
