@@ -35,7 +35,7 @@ from agent.engine.evaluate.plan import VARIANT
 from agent.engine.evaluate.progress import SILENT, Progress
 from agent.engine.sandbox.client import Job, JobControl, JobResult, Sandbox
 from agent.engine.sandbox.limits import Limits
-from agent.engine.verdict import Flag
+from agent.engine.verdict import REJECTING_FLAGS, Flag
 
 # The parent's pipe round trip is ~50-100 us; batches this long keep it under 1% of each.
 _MIN_CALLS, _MAX_CALLS = 1, 20_000
@@ -43,6 +43,7 @@ _MIN_CALLS, _MAX_CALLS = 1, 20_000
 # reference, so a candidate that claims to be faster than that gets shorter batches, not a longer turn.
 _CHECKED_PER_EAGER = 32
 _GRACE = 5.0  # seconds past a job's wall-clock limit the parent waits: the sandbox kills it first, and says so
+_REJECTING = frozenset(f.value for f in REJECTING_FLAGS)  # the outcome's flags are their names (the wire's form)
 _CONTENDED = 1.3  # a reference batch whose device probe took this much longer than the fastest: the GPU was busy
 
 
@@ -171,7 +172,10 @@ class Session:
                 t0 = time.monotonic()
                 self._checked_calls()
                 out.seconds["checks"] = time.monotonic() - t0
-                if self.cfg.timing and out.failure is None and all(c["passed"] for c in out.comparisons):
+                # Timing only where the checks left a verdict open: wrong outputs, or a finding that already rejects
+                # (e.g. the op census in the checked calls), decide it, and a figure would only spend the turn's time.
+                if self.cfg.timing and out.failure is None and all(c["passed"] for c in out.comparisons) \
+                        and not self._rejected():
                     t0 = time.monotonic()
                     out.measured = Measured()
                     models = self._time(out.measured)
@@ -246,23 +250,24 @@ class Session:
             self.outcome.seconds["timing.bases"] = time.monotonic() - t0
         if models is not None:
             return self._measure(m, models)
-        models = ["eager"]
-        if cfg.compile_baseline and self.compile_ratio is None:
-            self._stop_candidate()
-            self.progress("compile", "compiling the reference with torch.compile (the second baseline)")
-            compiled = self._ask_ref({"cmd": "compile"})
-            if "error" in compiled:
-                m.compile_error = compiled["error"]
-            else:
-                m.compile_seconds = compiled["seconds"]
-                models.append("compile")
-        return self._measure(m, models)
+        return self._measure(m, ["eager"], compile_after=cfg.compile_baseline and self.compile_ratio is None)
 
-    def _measure(self, m: Measured, models: list[str]) -> list[str]:
+    def _compile(self, m: Measured) -> bool:
+        """torch.compile of the reference, in its job; whether it compiled (else m.compile_error says why)."""
+        self._stop_candidate()
+        self.progress("compile", "compiling the reference with torch.compile (the second baseline)")
+        compiled = self._ask_ref({"cmd": "compile"})
+        if "error" in compiled:
+            m.compile_error = compiled["error"]
+            return False
+        m.compile_seconds = compiled["seconds"]
+        return True
+
+    def _measure(self, m: Measured, models: list[str], compile_after: bool = False) -> list[str]:
         cfg = self.cfg
         # Warm-up: batches like every other (fresh keys, every output checked), doubling until one lasts a batch's
-        # length; their times only size the batches. The baselines first: a candidate's batch is never given more
-        # calls than the reference's job can check in a few of eager's batches.
+        # length; their times only size the batches. Eager first: a candidate's batch is never given more calls than
+        # the reference's job can check in a few of eager's batches.
         target = cfg.target_batch_ms / 1000
         self.progress("warm_up", "warming up and sizing the timed batches (every output checked)")
         t0 = time.monotonic()
@@ -274,10 +279,21 @@ class Session:
             # and bounds for those keys, so the candidate's calls are checked without running the reference on them
             # again (a longer eager batch only measures eager more closely).
             m.calls["eager"] = max(m.calls["eager"], m.calls["candidate"])
+        decided = bool(m.mismatched_calls) or self._rejected()
+        # torch.compile (seconds to tens of seconds) only once the candidate's first timed calls have left its verdict
+        # open: a wrong timed call or a rejecting finding there (the op census's) ends the turn without it.
+        compiling = 0.0
+        if compile_after and not decided:
+            t1 = time.monotonic()
+            compiled = self._compile(m)
+            compiling = time.monotonic() - t1
+            if compiled:
+                models = [*models, "compile"]
+                m.calls["compile"] = self._autorange("compile", target, m, _MAX_CALLS)
         if m is self.outcome.measured:
-            self.outcome.seconds["timing.warm_up"] = time.monotonic() - t0
-        if m.mismatched_calls:
-            return models  # a wrong timed call already decides the verdict: no figure is worth measuring
+            self.outcome.seconds["timing.warm_up"] = time.monotonic() - t0 - compiling
+        if decided:
+            return models  # a wrong timed call or a rejecting finding already decides the verdict: no figure is worth measuring
         probes: list[float] = []
         deadline = time.monotonic() + cfg.timing_seconds
         timed = ", ".join(["candidate", *("torch.compile" if x == "compile" else x for x in models)])
@@ -286,7 +302,7 @@ class Session:
                                     "each with its null batch, every output checked")
             self._round(models, m, probes, flip=m.rounds % 2 == 1)
             m.rounds += 1
-            if m.mismatched_calls:
+            if m.mismatched_calls or self._rejected():
                 break
             if m.rounds >= cfg.min_rounds and _interval_width(_ratios(m.eager, m.candidate)) <= cfg.max_interval_width:
                 m.converged = True
@@ -490,6 +506,12 @@ class Session:
             except ChannelError as exc:
                 self._fail("runtime_error", str(exc))
         return self._receive_cand(seconds or float(self.cfg.limits.wall_seconds) + _GRACE)[0]
+
+    def _rejected(self) -> bool:
+        """Whether a finding so far (the candidate's job's, e.g. the timed calls' op census, or the zygote's) already
+        rejects the candidate: more rounds would only spend the turn's time on a figure no verdict will carry. Its
+        outputs were right (timing runs only then), so any rejecting flag decides (judge.py)."""
+        return any(f["flag"] in _REJECTING for f in self.outcome.flags)
 
     def _take_flags(self, reply: dict[str, Any]) -> None:
         """The candidate's own in-process findings: they can only count against it (judge.py)."""

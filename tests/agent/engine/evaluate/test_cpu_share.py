@@ -108,8 +108,12 @@ def test_a_kernel_on_more_openmp_threads_than_allowed_is_rejected_and_a_one_thre
         greedy = evaluator.evaluate(problem, greedy_source)
     assert honest.status.value == "accepted", honest.message
     assert "cpu_over_threads" not in honest.flag_names() and honest.timing.cpu_cores <= SLACK, honest.timing
-    # The calls alone (each batch less its own null batch) were read too.
-    assert honest.timing.cpu_cores_calls is not None and honest.timing.cpu_cores_calls > 0.3, honest.timing
+    # The calls alone (each batch less its own null batch) were read too. Where the box starved the job (the other
+    # worker of make test and whatever else runs beside it: a one-thread job whose whole batches read a third of a
+    # core, its calls a fifth), both readings fall together, and only a reading of nothing would be broken.
+    calls = honest.timing.cpu_cores_calls
+    assert calls is not None and calls > 0, honest.timing
+    assert honest.timing.cpu_cores < 0.8 or calls > 0.3, honest.timing
     assert greedy.correct and greedy.timing is not None, greedy.message
     # A reading of a job that ran its batches is about a core or more; none at all would be a broken reading.
     assert greedy.timing.cpu_cores > 0.3, greedy.timing

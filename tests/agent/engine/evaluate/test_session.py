@@ -146,3 +146,56 @@ def test_each_round_pairs_the_candidates_batch_with_its_own_null_batch_for_the_c
         session._reference_batch = lambda model, keys, events=False: (0.060 if model == "eager" else 0.040, None, float("nan"))
         session._round(["eager"], m, [], flip=False)
         assert session.outcome.cpu_rounds == pairs
+
+
+def _timed_rounds(finding_in_round: int | None, flag: str, in_warm_up: bool = False,
+                  compiled: list[str] | None = None) -> int:
+    """How many timing rounds a session runs (min 5, max 15, noisy figures that never converge) when the candidate's
+    job reports `flag` with the reply of round `finding_in_round` (1-based), or during the warm-up. With `compiled`,
+    torch.compile is due after the warm-up: each compile is recorded there, and the baselines measured after it."""
+    from agent.engine.evaluate.config import EvalConfig
+
+    session = object.__new__(Session)  # only the timing loop: no jobs behind it
+    session.cfg, session.outcome, session._eager_checks = EvalConfig(min_rounds=5, max_rounds=15), Outcome(), False
+    session.progress = lambda *args: None
+    flagged = {"flag": flag, "detail": "as the job reported it"}
+
+    def autorange(name, target, m, most):
+        if in_warm_up:
+            session.outcome.flags.append(flagged)
+        return 10
+
+    def one_round(models, m, probes, flip):
+        m.eager.append(1.0)
+        m.candidate.append(random.choice([0.2, 1.0, 5.0]))  # never within the interval's width: rounds to the most
+        if m.rounds + 1 == finding_in_round:
+            session.outcome.flags.append(flagged)
+    def compile_reference(m):
+        compiled.append("compiled")
+        return True
+    session._autorange, session._round, session._compile = autorange, one_round, compile_reference
+    m = Measured()
+    models = session._measure(m, ["eager"], compile_after=compiled is not None)
+    if compiled is not None:
+        compiled.append(",".join(models))
+    return m.rounds
+
+
+def test_timing_stops_at_the_round_whose_reply_carried_a_rejecting_finding():
+    """A rejecting finding (e.g. the op census's in timed calls) decides the verdict: more rounds would only spend the
+    turn's time on a figure no verdict will carry. A finding that does not reject changes nothing."""
+    assert _timed_rounds(None, "forbidden_torch_op") == 15
+    assert _timed_rounds(2, "forbidden_torch_op") == 2
+    assert _timed_rounds(None, "forbidden_torch_op", in_warm_up=True) == 0
+    assert _timed_rounds(2, "noisy_timing") == 15
+
+
+def test_torch_compile_waits_for_the_candidates_warm_up_and_is_skipped_when_that_decided_the_verdict():
+    """Compiling the reference takes seconds on a GPU and tens of them on the CPU: a candidate whose first timed calls
+    already reject it (the op census's finding in its warm-up batches) ends without that wait."""
+    compiled: list[str] = []
+    assert _timed_rounds(None, "forbidden_torch_op", in_warm_up=True, compiled=compiled) == 0
+    assert compiled == ["eager"], "not compiled; eager alone was measured"
+    compiled.clear()
+    assert _timed_rounds(None, "forbidden_torch_op", compiled=compiled) == 15
+    assert compiled == ["compiled", "eager,compile"], "an open verdict gets its second baseline"
