@@ -57,10 +57,11 @@ def _summary(label: str, rows: list[dict], idle_median: float | None) -> float:
     common = f"all {len(rows)} intervals share {low:.3f}-{high:.3f}" if low <= high else \
         f"no point common to all {len(rows)} intervals (highest low {low:.3f} > lowest high {high:.3f})"
     versus = f" ({100 * (median / idle_median - 1):+.1f}% against idle)" if idle_median else ""
+    # The idle rows against their own median (they used to count as all within, whatever their spread).
+    anchor = idle_median or median
     print(f"{label}: median {median:.3f}{versus}, spread {min(speeds):.3f}-{max(speeds):.3f}; {common}; "
           f"{inside} of {len(rows)} inside every {label} interval; "
-          f"{sum(abs(s / idle_median - 1) <= 0.25 for s in speeds) if idle_median else len(speeds)} of {len(rows)} "
-          f"within 25% of the idle median")
+          f"{sum(abs(s / anchor - 1) <= 0.25 for s in speeds)} of {len(rows)} within 25% of the idle median")
     return median
 
 

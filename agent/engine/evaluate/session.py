@@ -44,6 +44,11 @@ _MIN_CALLS, _MAX_CALLS = 1, 20_000
 _CHECKED_PER_EAGER = 32
 _GRACE = 5.0  # seconds past a job's wall-clock limit the parent waits: the sandbox kills it first, and says so
 _REJECTING = frozenset(f.value for f in REJECTING_FLAGS)  # the outcome's flags are their names (the wire's form)
+# On the CPU, the untimed calls a job runs on fresh keys before a timed batch that follows the other job's work. Without
+# them the first timed batch after a switch paid for the caches (its harness about 15% slower on this box), and which
+# batch came first alternated with the round's order: eager read 0.07-0.30 ms a call in half the rounds and 0.62-0.74 in
+# the other half of one evaluation (docs/benchmarks.md §15, session 34).
+_REWARM_CALLS = 2
 _CONTENDED = 1.3  # a reference batch whose device probe took this much longer than the fastest: the GPU was busy
 
 
@@ -137,6 +142,9 @@ class Session:
         # the host, so the two never hold their working sets on the device at once.
         self.park = park
         self._ref_parked = self._cand_parked = False
+        # Which job ran the last batch (or check): on the CPU the first batch after a switch runs on caches the other
+        # job filled, so a round's timed batch that follows a switch is preceded by an untimed one (_REWARM_CALLS).
+        self._last_job: str | None = None
         # Where the fused kernels project (the reference's job says so with the bases), its eager batch's figures hold
         # the bounds too, and the candidate's calls are checked from the eager batch on the same keys (_round).
         self._eager_checks = False
@@ -353,21 +361,21 @@ class Session:
         for name in order:
             n = m.calls[name]
             if name == "candidate":
-                seconds, reply = self._run_candidate_batch(keys[:n])
+                seconds, reply = self._run_candidate_batch(keys[:n], rewarm=True)
                 calls_cpu = self._batch_cpu
                 times[name], got, own_events = seconds, reply.get("projections"), _events_per_call(reply, n)
                 own_null = self._candidate_null(keys[:n])
                 if calls_cpu is not None and self._batch_cpu is not None and own_null is not None:
                     self.outcome.cpu_rounds.append(((calls_cpu, seconds), (self._batch_cpu, own_null)))
             else:
-                seconds, probe, _ = self._reference_batch(name, keys[:n])
+                seconds, probe, _ = self._reference_batch(name, keys[:n], rewarm=True)
                 times[name] = seconds
                 if probe is not None:
                     probes.append(probe)
                     if probe > _CONTENDED * min(probes):
                         m.contended += 1
             if n not in nulls:
-                nulls[n], _, null_events[n] = self._reference_batch("null", keys[:n], events=True)
+                nulls[n], _, null_events[n] = self._reference_batch("null", keys[:n], events=True, rewarm=True)
         # After the round's eager batch, which ran these keys first where the fused kernels project (_measure).
         self._check_batch(keys[:n_cand], got, m, command="expected")
         m.candidate_rounds.append(CandidateRound(times["candidate"], n_cand, nulls[n_cand],
@@ -390,8 +398,15 @@ class Session:
         seconds, reply = self._run_candidate_batch(keys, null=True)
         return seconds if reply.get("null") is True else None
 
-    def _run_candidate_batch(self, keys: list[int], null: bool = False) -> tuple[float, dict[str, Any]]:
-        """One batch of the candidate's on the parent's clock: (seconds, its reply), not checked yet."""
+    def _run_candidate_batch(self, keys: list[int], null: bool = False, rewarm: bool = False) -> tuple[float, dict[str, Any]]:
+        """One batch of the candidate's on the parent's clock: (seconds, its reply), not checked yet. `rewarm` (a
+        round's batch, on the CPU): untimed calls on keys never timed first where the reference's job ran last; like
+        the park's extra batch, nothing of theirs is checked or counted, and the CPU reading starts after them."""
+        if rewarm and self.cfg.device == "cpu" and self._last_job != "candidate":
+            self._resume_candidate()
+            self._ask_cand({"cmd": "batch", "keys": _keys(_REWARM_CALLS), **({"null": True} if null else {})},
+                           self._batch_seconds(_REWARM_CALLS))
+        self._last_job = "candidate"
         self._stop_candidate()  # a fresh CPU reading (already stopped after any reference batch: nothing to do)
         cpu_before = self.control.cpu_seconds
         self._resume_candidate()
@@ -416,21 +431,29 @@ class Session:
         """Every call's projections against the reference's for the same keys ("expected": from the round's eager
         batch where it ran them, else the reference's job runs them again, as "verify" always does)."""
         verdict = self._ask_ref({"cmd": command, "keys": keys})
+        self._last_job = "reference"  # "verify" runs the reference on the keys in its job
         for i, (expected, bounds) in enumerate(zip(verdict["expected"], verdict["bounds"])):
             mine = got[i] if isinstance(got, list) and i < len(got) and isinstance(got[i], list) else []
             m.verified_calls += 1
             if not agree(mine, expected, bounds):
                 m.mismatched_calls.append(m.verified_calls - 1)
 
-    def _reference_batch(self, model: str, keys: list[int], events: bool = False) -> tuple[float, float | None, float]:
+    def _reference_batch(self, model: str, keys: list[int], events: bool = False,
+                         rewarm: bool = False) -> tuple[float, float | None, float]:
         """Time one batch of the reference's on the parent's clock (with the candidate's processes stopped);
-        returns seconds, the device probe's time and the batch's device events (ms, or NaN)."""
+        returns seconds, the device probe's time and the batch's device events (ms, or NaN). `rewarm` as for the
+        candidate's batches (_run_candidate_batch)."""
         back_from_park = self._ref_parked
         self._hand_to_reference()
         self._stop_candidate()
+        switched = self._last_job != "reference"
+        self._last_job = "reference"
         try:
             if back_from_park:  # as for the candidate's (_run_candidate_batch): the allocator's first growth, untimed
                 self.ref.ask({"cmd": "batch", "model": model, "keys": _keys(1)}, self._batch_seconds(1, reference=True))
+            if rewarm and switched and self.cfg.device == "cpu":
+                self.ref.ask({"cmd": "batch", "model": model, "keys": _keys(_REWARM_CALLS)},
+                             self._batch_seconds(_REWARM_CALLS, reference=True))
             # Woken, its GPU context current, like every timed job; and the device probe, outside the batch's time: the
             # candidate's batches have no probe, so one inside the null batch would be taken off the candidate's time.
             pong = self.ref.ask({"cmd": "ping", "probe": True}, 60.0)
