@@ -195,7 +195,7 @@ class Session:
                     # Each of the problem's other input sets, timed by the same protocol on bases of its own shapes.
                     variants = [label for label in out.reference["labels"] if label.startswith(VARIANT)]
                     for k, label in enumerate(variants):
-                        if any(m.mismatched_calls for m in [out.measured, *out.variants.values()]):
+                        if any(m.mismatched_calls for m in [out.measured, *out.variants.values()]) or self._rejected():
                             break
                         self.progress("variants", f"timing the problem's other input set {label} ({k + 1} of {len(variants)})")
                         out.variants[label] = Measured()
