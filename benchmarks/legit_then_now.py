@@ -77,8 +77,8 @@ def table(rows: list[dict[str, Any]], pairs: list[str]) -> list[str]:
         per = {e: [r for r in rows if r["candidate"] == cand and r["engine"] == e] for e in ("old", "new")}
         figures = {e: [r["speedup_vs_eager"] for r in rs if r["status"] == "accepted" and r["speedup_vs_eager"]]
                    for e, rs in per.items()}
-        shown = {e: ", ".join(f"{x:.2f}" if r["status"] == "accepted" else r["status"]
-                              for r, x in zip(rs, [r["speedup_vs_eager"] or 0 for r in rs])) for e, rs in per.items()}
+        shown = {e: ", ".join(f"{r['speedup_vs_eager']:.2f}" if r["status"] == "accepted" and r["speedup_vs_eager"]
+                              else r["status"] for r in rs) for e, rs in per.items()}
         med = {e: statistics.median(f) if f else None for e, f in figures.items()}
         ratio = f"{med['new'] / med['old']:.3f}" if med["old"] and med["new"] else "n/a"
         lines.append(f"| {cand} | {shown['old']} | {shown['new']} | "

@@ -403,7 +403,6 @@ class Session:
         round's batch, on the CPU): untimed calls on keys never timed first where the reference's job ran last; like
         the park's extra batch, nothing of theirs is checked or counted, and the CPU reading starts after them."""
         if rewarm and self.cfg.device == "cpu" and self._last_job != "candidate":
-            self._resume_candidate()
             self._ask_cand({"cmd": "batch", "keys": _keys(_REWARM_CALLS), **({"null": True} if null else {})},
                            self._batch_seconds(_REWARM_CALLS))
         self._last_job = "candidate"
@@ -431,7 +430,6 @@ class Session:
         """Every call's projections against the reference's for the same keys ("expected": from the round's eager
         batch where it ran them, else the reference's job runs them again, as "verify" always does)."""
         verdict = self._ask_ref({"cmd": command, "keys": keys})
-        self._last_job = "reference"  # "verify" runs the reference on the keys in its job
         for i, (expected, bounds) in enumerate(zip(verdict["expected"], verdict["bounds"])):
             mine = got[i] if isinstance(got, list) and i < len(got) and isinstance(got[i], list) else []
             m.verified_calls += 1
@@ -448,12 +446,13 @@ class Session:
         self._stop_candidate()
         switched = self._last_job != "reference"
         self._last_job = "reference"
+        # Untimed calls first: back from a park, the allocator's first growth (as for the candidate's,
+        # _run_candidate_batch); on the CPU after the candidate's work, the caches (rewarm).
+        untimed = max(1 if back_from_park else 0, _REWARM_CALLS if rewarm and switched and self.cfg.device == "cpu" else 0)
         try:
-            if back_from_park:  # as for the candidate's (_run_candidate_batch): the allocator's first growth, untimed
-                self.ref.ask({"cmd": "batch", "model": model, "keys": _keys(1)}, self._batch_seconds(1, reference=True))
-            if rewarm and switched and self.cfg.device == "cpu":
-                self.ref.ask({"cmd": "batch", "model": model, "keys": _keys(_REWARM_CALLS)},
-                             self._batch_seconds(_REWARM_CALLS, reference=True))
+            if untimed:
+                self.ref.ask({"cmd": "batch", "model": model, "keys": _keys(untimed)},
+                             self._batch_seconds(untimed, reference=True))
             # Woken, its GPU context current, like every timed job; and the device probe, outside the batch's time: the
             # candidate's batches have no probe, so one inside the null batch would be taken off the candidate's time.
             pong = self.ref.ask({"cmd": "ping", "probe": True}, 60.0)
@@ -510,6 +509,7 @@ class Session:
             if command is not None:
                 if hand_over:
                     self._hand_to_reference()
+                self._last_job = "reference"  # whatever it runs there (a "verify" runs the reference) fills the caches
                 self.ref.send(command)
             reply, _ = self.ref.receive(seconds or float(self.cfg.reference_limits.wall_seconds) + _GRACE)
         except JobFailed as exc:
