@@ -202,50 +202,40 @@ def test_torch_compile_waits_for_the_candidates_warm_up_and_is_skipped_when_that
     assert compiled == ["compiled", "eager,compile"], "an open verdict gets its second baseline"
 
 
-class _Line:
-    """One job's end of the line, as the parent sees it: records the commands, answers at once."""
 
-    def __init__(self, log: list[str], job: str) -> None:
-        self.log, self.job = log, job
-
-    def ask(self, command: dict, seconds: float = 0.0) -> dict:
-        self.send(command)
-        return self.receive(seconds)[0]
-
-    def send(self, command: dict) -> float:
-        calls = f" {len(command['keys'])}" if "keys" in command else ""
-        self.log.append(f"{self.job} {command['cmd']}{' null' if command.get('null') else ''}{calls}")
-        return 0.0
-
-    def receive(self, seconds: float) -> tuple[dict, float]:
-        return {}, 0.01
-
-
-def _batches(device: str) -> list[str]:
-    """The commands a round's batches send, in a round's order: eager (after the candidate's job ran last), the
-    reference's null, the candidate's batch, its own null."""
-    from agent.engine.evaluate.config import EvalConfig
-
-    session = object.__new__(Session)  # the two jobs' lines only
-    log: list[str] = []
-    session.cfg, session.outcome, session._last_job = EvalConfig(device=device), Outcome(), "candidate"
-    session._ref_parked = session._cand_parked = False
-    session.ref, session.cand = _Line(log, "reference"), _Line(log, "candidate")
-    session._hand_to_reference = session._hand_to_candidate = session._stop_candidate = session._resume_candidate = \
-        lambda: None
-    session.control = type("Control", (), {"cpu_seconds": None})()
-    session._reference_batch("eager", [1] * 10, rewarm=True)
-    session._reference_batch("null", [1] * 10, rewarm=True)
-    session._run_candidate_batch([1] * 10, rewarm=True)
-    session._run_candidate_batch([1] * 10, null=True)
-    return [line for line in log if not line.endswith("ping")]
-
-
-def test_on_the_cpu_a_rounds_first_batch_after_the_other_jobs_work_follows_untimed_calls_of_its_own():
+@pytest.mark.slow
+def test_on_the_cpu_a_rounds_first_batch_after_the_other_jobs_work_follows_untimed_calls_of_its_own(monkeypatch):
     """On the CPU the first batch after a switch ran on the caches the other job had filled: its harness about 15%
-    slower, and which batch paid for it went with the round's order. The untimed calls (fresh keys, never checked)
-    put every timed batch on warm caches; a batch that follows its own job's does not need them."""
-    assert _batches("cpu") == ["reference batch 2", "reference batch 10", "reference batch 10",
-                               "candidate batch 2", "candidate batch 10", "candidate batch null 10"]
-    assert _batches("cuda") == ["reference batch 10", "reference batch 10", "candidate batch 10",
-                                "candidate batch null 10"], "the device's figure: no extra calls"
+    slower, and which batch paid for it went with the round's order. Each round's batch that follows the other job's
+    work now comes after untimed calls (fresh keys, never checked) in its own job. A real evaluation, every command
+    the parent sends to either job recorded on its way."""
+    from pathlib import Path
+
+    from agent.engine.evaluate import EvalConfig, Evaluator
+    from agent.engine.evaluate.channel import ParentEnd as End
+    from agent.engine.evaluate.session import _REWARM_CALLS
+
+    sent: list[tuple[int, dict]] = []
+    send = End.send
+    monkeypatch.setattr(End, "send", lambda self, command: (sent.append((id(self), command)), send(self, command))[1])
+    corpus = Path(__file__).resolve().parents[3] / "corpus"
+    with Evaluator(EvalConfig(device="cpu", compile_baseline=False, min_rounds=3, max_rounds=3)) as evaluator:
+        verdict = evaluator.evaluate((corpus / "problems" / "elementwise_silu_bias.py").read_text(),
+                                     (corpus / "candidates" / "legit_cpp_silu_bias.py").read_text())
+    assert verdict.accepted and verdict.timing.rounds == 3, verdict.message
+    candidate = next(end for end, command in sent if command.get("cmd") == "call")
+    log = [("candidate" if end == candidate else "reference", command) for end, command in sent
+           if command.get("cmd") != "ping"]
+    untimed = [i for i, (_, command) in enumerate(log) if command.get("cmd") == "batch"
+               and len(command["keys"]) == _REWARM_CALLS]
+    # Every round ends with the reference's check of the candidate's calls, so the candidate's job is re-warmed in
+    # all three (the reference's as often as the round's order hands it over, which the batch sizes decide).
+    assert [log[i][0] for i in untimed].count("candidate") == 3 and "reference" in [log[i][0] for i in untimed]
+    rounds = log[untimed[0]:]  # from the first round on: no timed batch straight after the other job's work
+    assert not [i for i in range(1, len(rounds)) if rounds[i][1].get("cmd") == "batch"
+                and len(rounds[i][1]["keys"]) > _REWARM_CALLS and rounds[i - 1][0] != rounds[i][0]]
+    for i in untimed:
+        job = log[i][0]
+        assert log[i - 1][0] != job, "only after the other job's work"
+        assert log[i + 1][0] == job and log[i + 1][1]["cmd"] == "batch" and len(log[i + 1][1]["keys"]) > _REWARM_CALLS, \
+            "right before a timed batch of its own"
