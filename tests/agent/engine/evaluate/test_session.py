@@ -239,3 +239,20 @@ def test_on_the_cpu_a_rounds_first_batch_after_the_other_jobs_work_follows_untim
         assert log[i - 1][0] != job, "only after the other job's work"
         assert log[i + 1][0] == job and log[i + 1][1]["cmd"] == "batch" and len(log[i + 1][1]["keys"]) > _REWARM_CALLS, \
             "right before a timed batch of its own"
+
+
+@pytest.mark.slow
+def test_a_candidate_its_warm_up_rejects_ends_without_torch_compile_or_rounds():
+    """The real path of the two tests above: a forward that runs its C++ kernel in the first calls and PyTorch after
+    them is found by the op census in its warm-up batches; the evaluation ends there, torch.compile never compiled."""
+    from pathlib import Path
+
+    from agent.engine.evaluate import EvalConfig, Evaluator
+
+    corpus = Path(__file__).resolve().parents[3] / "corpus"
+    with Evaluator(EvalConfig(device="cpu", compile_baseline=True)) as evaluator:
+        verdict = evaluator.evaluate((corpus / "problems" / "elementwise_silu_bias.py").read_text(),
+                                     (corpus / "candidates" / "exploit_cpp_timed_only_fallback_count.py").read_text())
+    assert verdict.status.value == "rejected" and "forbidden_torch_op" in verdict.flag_names(), verdict.message
+    assert "session.commands.reference.compile" not in verdict.seconds, verdict.seconds
+    assert verdict.timing is None or verdict.timing.compile_ms is None
