@@ -52,3 +52,27 @@ def test_a_census_switched_off_inside_the_timed_calls_is_a_finding():
     timed(X)
     found = census.timed_findings()
     assert [f["flag"] for f in found] == ["forbidden_torch_op"] and "switched off" in found[0]["detail"]
+
+
+def test_every_timed_call_of_a_forbidden_op_is_counted_however_often_the_census_has_named_it_before():
+    census = _census()
+    timed = _checked_outputs(lambda x: torch.sigmoid(torch.empty_like(x)), SHAPES, census)
+    for _ in range(3):
+        timed(X)
+    assert census.forbidden_timed == {"sigmoid": 3}, "allowed empty_like not counted; sigmoid once a call"
+    assert "sigmoid" in census.timed_findings()[0]["detail"]
+
+
+def test_with_every_op_allowed_the_timed_calls_pass_through_no_census():
+    census = _Census(frozenset({"*"}), "cpu")  # a sanity sweep's problem-as-candidate (allow_any_torch_op)
+    assert census.finish() == []
+    stacks = []
+
+    def forward(x):
+        stacks.append(list(torch.overrides._get_current_function_mode_stack()))
+        return torch.sigmoid(x)
+
+    timed = _checked_outputs(forward, SHAPES, census)
+    timed(X)
+    assert stacks == [[]], "nothing it could find, so nothing it costs the candidate's calls"
+    assert census.timed_findings() == [] and census.forbidden_timed == {}

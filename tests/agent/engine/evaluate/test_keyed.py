@@ -146,6 +146,23 @@ def test_large_tensors_are_mixed_and_projected_in_pieces_exactly_as_whole(monkey
     assert not agree(project([wrong], 5, pools).tolist(), project([ref], 5, pools).tolist(), bound)
 
 
+def test_a_projections_weights_are_views_of_the_pooled_draw_whatever_the_roll_never_a_copy_per_call(monkeypatch):
+    import agent.engine.evaluate.keyed as keyed
+
+    monkeypatch.setattr(keyed, "PIECE", 1 << 17)
+    n = 3 * (1 << 17) + 5
+    pools = Pools(4)
+    for key in range(1, 9):  # rolls that wrap inside a piece and at its ends alike
+        pieces = list(pools.weight_pieces(n, torch.device("cpu"), key, 0))
+        draw = pools._weights[(n, "cpu")][0]
+        _, _, shift = keyed._pick(key, 1000, n)
+        assert [start for start, _, _ in pieces] == [0, *[stop for _, stop, _ in pieces[:-1]]] and pieces[-1][1] == n
+        for start, stop, weights in pieces:
+            assert weights.numel() == stop - start <= keyed.PIECE
+            assert draw.data_ptr() <= weights.data_ptr() < draw.data_ptr() + 4 * n, "a view of the draw, not a copy"
+        assert torch.equal(torch.cat([w for _, _, w in pieces]), keyed._roll(draw, shift)), "the same weights as before"
+
+
 def test_draws_dropped_at_a_park_are_drawn_again_identically_before_the_next_batch(monkeypatch):
     import agent.engine.evaluate.keyed as keyed
 
