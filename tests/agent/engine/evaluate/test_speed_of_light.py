@@ -7,7 +7,8 @@ import json
 import pytest
 
 from agent.engine.evaluate import Evaluator
-from agent.engine.evaluate.judge import SOL_MARGIN, _speed_of_light
+from agent.engine.evaluate.judge import SOL_MARGIN, _speed_of_light, slowest_ms
+from agent.engine.evaluate.session import Measured, median_interval
 from agent.engine.evaluate.peaks import memory_roof
 from agent.engine.verdict import Flag, Spread, Stage, Status, Timing, Verdict
 from tests.agent.engine.evaluate.relu_case import CANDIDATE, CONFIG, relu_problem
@@ -97,6 +98,36 @@ def test_the_bound_leaves_room_for_what_a_cache_holds_and_for_measurement():
     in_cache = Verdict(Status.ACCEPTED, Stage.DONE, "")
     _speed_of_light(in_cache, _timing(1e-6), {"bytes": 1 << 19, "flops": 0}, peaks)
     assert not in_cache.flags, "a working set a cache can hold has no memory bound"
+
+
+def test_a_median_that_noise_put_beyond_the_roof_is_not_rejected_where_its_rounds_reach_the_roof():
+    # 10 MiB beyond the cache at 1 GB/s: at least 10.49 ms, so rejected under 6.99 ms. As on the H200 (an NVRTC row sum
+    # read 0.0162 ms against its 0.1036 ms floor), rounds too short to tell from the harness's share scatter far below
+    # what the call takes; seven rounds: the 90% interval of their median runs from the 1st to the 7th.
+    peaks = {"copy_bytes_per_s": 1e9, "fp32_flops_per_s": 1e9, "cache_bytes": 1 << 20}
+    work = {"bytes": 11 << 20, "flops": 0}
+    scattered = Measured(candidate=[0.5, 1.0, 2.0, 3.0, 9.0, 10.0, 11.0])
+    assert slowest_ms(scattered) == 11.0
+    verdict = Verdict(Status.ACCEPTED, Stage.DONE, "")
+    _speed_of_light(verdict, _timing(3.0), work, peaks, slowest_ms(scattered))
+    assert not verdict.flags, "its median alone would be rejected; the rounds say the figure is noise"
+    # Beyond the roof in most rounds: rejected, whatever one or two slow rounds say.
+    beyond = Measured(candidate=[0.5] * 12 + [11.0] * 2)
+    verdict = Verdict(Status.ACCEPTED, Stage.DONE, "")
+    _speed_of_light(verdict, _timing(0.5), work, peaks, slowest_ms(beyond))
+    assert [f.flag for f in verdict.flags] == [Flag.BEYOND_ROOFLINE] and "high end" not in verdict.flags[0].detail
+    still = Measured(candidate=[0.5] * 10 + [2.0] * 4)  # its whole interval beyond the roof: rejected, and says so
+    verdict = Verdict(Status.ACCEPTED, Stage.DONE, "")
+    _speed_of_light(verdict, _timing(0.5), work, peaks, slowest_ms(still))
+    assert [f.flag for f in verdict.flags] == [Flag.BEYOND_ROOFLINE]
+    assert "at most 2.0000 ms at the high end of its interval" in verdict.flags[0].detail
+    lifted = Measured(candidate=[0.5] * 10 + [11.0] * 4)  # enough slow rounds to lift the interval's high end
+    verdict = Verdict(Status.ACCEPTED, Stage.DONE, "")
+    _speed_of_light(verdict, _timing(0.5), work, peaks, slowest_ms(lifted))
+    assert not verdict.flags
+    # ...which leaves its speedup's interval (against an eager of 5 ms) as wide: never a headline, no speed reward.
+    speedup, low, high = median_interval([5.0 / c for c in lifted.candidate])
+    assert (high - low) / speedup > CONFIG.max_interval_width
 
 
 def test_a_verdict_without_peaks_has_no_fraction():
