@@ -175,7 +175,9 @@ def _run_tool(state: AgentState, toolbox: Toolbox, call: ToolCall, record: TurnR
             # No candidate can change the problem's size: the run ends on the engine's limit, not the model's.
             stop(state, FAILED, f"the engine's limit, not the kernel's: {outcome.verdict.message}")
     if outcome.submitted:
-        stop(state, SUBMITTED, f"submitted the candidate of turn {state.best['turn']}")
+        # Turns are counted from 1 in every text a person reads (the run page's "turn 1 · write_candidate"); the state
+        # keeps its 0-based index.
+        stop(state, SUBMITTED, f"submitted the candidate of turn {state.best['turn'] + 1}")
     return outcome
 
 

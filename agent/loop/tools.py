@@ -193,13 +193,13 @@ def submit(state: AgentState, which: str) -> ToolOutcome:
         if latest is None:
             raise ToolError("nothing to submit: write a candidate with write_candidate first")
         if latest["status"] != Status.ACCEPTED.value:
-            raise ToolError(f"refused: the latest candidate (turn {latest['turn']}) was {latest['status']}, not accepted: "
+            raise ToolError(f"refused: the latest candidate (turn {latest['turn'] + 1}) was {latest['status']}, not accepted: "
                             f"{latest['message'][:300]}. Fix it, or submit with candidate='best'")
     if state.best is None:
         status = f" (the latest was {latest['status']})" if latest else ""
         raise ToolError(f"refused: no candidate has been accepted yet{status}; only a verified kernel can be submitted")
     best = state.best
-    return ToolOutcome(f"submitted the best accepted candidate (turn {best['turn']}, "
+    return ToolOutcome(f"submitted the best accepted candidate (turn {best['turn'] + 1}, "  # counted from 1, as shown
                        f"{_speedups(best['summary'])}); the run is over", submitted=True)
 
 

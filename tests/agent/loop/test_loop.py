@@ -112,6 +112,10 @@ def test_it_submits_the_best_accepted_kernel(submitted):
     assert rewards[0] == -1.0 and rewards[1] >= 1.0 and rewards[2] >= 1.0 and rewards[3] == 0.0
     assert "timing (median ms" in _tool_messages(state)[1] and "speedup" in _tool_messages(state)[1]
     assert state.gpu_seconds > 0 and state.tokens > 0 and state.policy == "scripted"
+    # Counted from 1 in what a person reads, as the run page counts its turns; the state keeps the 0-based index.
+    shown = state.best["turn"] + 1
+    assert state.stop_reason == f"submitted the candidate of turn {shown}"
+    assert _tool_messages(state)[-1].startswith(f"submitted the best accepted candidate (turn {shown}, ")
 
 
 def test_it_profiles_the_best_candidate(submitted, toolbox):
