@@ -225,7 +225,7 @@ class Pools:
         first %= len(pool)
         # Pieces also end where the roll wraps, so that each is a view of the pooled draw: no copy of the weights per
         # call (on the CPU a copy of a few MiB was a fresh allocation, its pages faulted in, every call).
-        ends = sorted({*range(PIECE, numel, PIECE), shift % numel, numel} - {0})
+        ends = sorted({*range(PIECE, numel, PIECE), shift, numel} - {0})  # _pick's shift is already below numel
         for start, stop in zip([0, *ends], ends):
             yield start, stop, _rolled(pool[first], shift, start, stop)
 
