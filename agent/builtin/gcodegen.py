@@ -224,7 +224,7 @@ def graph_source(plan: GraphPlan, variant: Variant, device: str) -> str:
                  if names else "_ext = None")
     else:
         build = (f'_ext = load_inline(name="{name}", cpp_sources=KERNEL, functions={names!r},\n'
-                 f'                   extra_cflags=["-O3", "-march=native", "-fno-trapping-math"])' if names else "_ext = None")
+                 f'                   extra_cflags=["-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math", "-fno-math-errno"])' if names else "_ext = None")
     weights = {}  # a channels-last convolution's weight is made channels-last once, at construction
     if variant.layout == "channels_last":
         weights = {w.source[6:]: memory_format(w.shape) for w in (s.args[1] for s in layout_convolutions(plan))
@@ -526,12 +526,43 @@ def _outputs(step: Kernel) -> dict[str, tuple[str, Leaf]]:
     return {what: (f"q{outs.index(leaf.source)}", leaf) for what, leaf in step.outputs}
 
 
-def _grid_loop(cuda: bool, count: int, block: int, body: str, var: str = "i") -> str:
-    """A loop over `count` items: a grid-stride loop of threads on CUDA, at::parallel_for on the CPU."""
+# Elements of work a CPU task takes at least. A grain counted in items (2048 of them) put a reduction's every output on
+# one thread where there were fewer: KernelBench's 40_LayerNorm (16 rows of 4 Mi) ran on one of two cores.
+_CPU_GRAIN = 2048
+
+
+def _cpu_nest(red: tuple[int, ...], rc: tuple[str, ...], body: list[str], simd: str | None) -> list[str]:
+    """A CPU loop over a reduction's elements: a loop per reduced dimension, each coordinate the loop's own variable,
+    so that every read's offset is affine in the innermost one (one flat index split by divisions per element kept
+    the loops scalar: 40_LayerNorm's statistics at a third of eager's speed). `j`, the flat index, is there for the
+    body that needs it. `simd`: the innermost loop's `omp simd` clause (a sum's reduction, or none where the order of
+    the elements decides the result)."""
+    loops = [(c, size) for c, size in zip(rc, red) if c != "0"]
+    steps, step = {}, 1
+    for c, size in reversed(list(zip(rc, red))):
+        steps[c] = step
+        step *= size
+    flat = " + ".join(c if steps[c] == 1 else f"{c} * {steps[c]}LL" for c, _ in loops) or "0"
+    lines: list[str] = []
+    for depth, (c, size) in enumerate(loops):
+        if depth == len(loops) - 1 and simd is not None:
+            lines.append(f"#pragma omp simd{simd}")
+        lines.append("    " * depth + f"for (long long {c} = 0; {c} < {size}LL; ++{c}) {{")
+    if not loops:  # every reduced dimension of size 1: the body once, in a scope of its own
+        return ["{", "    const long long j = 0; (void)j;", *("    " + t for t in body), "}"]
+    pad = "    " * len(loops)
+    lines += [pad + f"const long long j = {flat}; (void)j;", *(pad + t for t in body)]
+    return lines + ["    " * d + "}" for d in reversed(range(len(loops)))]
+
+
+def _grid_loop(cuda: bool, count: int, block: int, body: str, var: str = "i", each: int = 1) -> str:
+    """A loop over `count` items: a grid-stride loop of threads on CUDA, at::parallel_for on the CPU, where `each`
+    is the elements an item reads (a reduction's length): a task gets at least _CPU_GRAIN elements' work."""
     if cuda:
         return (f"    for (long long {var} = (long long)blockIdx.x * blockDim.x + threadIdx.x; {var} < {count}LL; "
                 f"{var} += (long long)gridDim.x * blockDim.x) {{\n{body}\n    }}")
-    return (f"    at::parallel_for(0, {count}LL, 2048, [&](int64_t begin, int64_t end) {{\n"
+    grain = max(1, _CPU_GRAIN // max(1, each))
+    return (f"    at::parallel_for(0, {count}LL, {grain}, [&](int64_t begin, int64_t end) {{\n"
             f"    for (long long {var} = begin; {var} < end; ++{var}) {{\n{body}\n    }}\n    }});")
 
 
@@ -688,6 +719,12 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
         loop = "for (long long j = threadIdx.x; j < {R}LL; j += blockDim.x)".format(R=reduced)
     else:
         loop = f"for (long long j = 0; j < {reduced}LL; ++j)"
+
+    def over(lines: list[str], then_lines: list[str], simd: str | None = None) -> list[str]:
+        """The loop over the reduced elements of `load`'s lines (lines_j first), then `then_lines` per element."""
+        if not cuda:
+            return _cpu_nest(red, tuple(rc), lines[len(lines_j):] + then_lines, simd)
+        return [*unroll, f"{loop} {{", *("    " + t for t in lines + then_lines), "}"]
     body: list[str] = []
     if kind in ("sum", "mean", "prod", "amax", "amin", "any", "all"):
         init = _START[kind]
@@ -696,7 +733,7 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
         # A thread summing a long reduction alone (the CPU's loops; a GPU thread per output) accumulates in double:
         # a float sum of half a million elements drifts by 1e-4 of its value (PyTorch sums in a cascade).
         wide = not block_mode and kind in ("sum", "mean") and reduced > LONG_REDUCTION
-        scalar = [*unroll, f"{loop} {{", *("    " + s for s in lines), f"    {update}", "}"]
+        scalar = over(lines, [update], " reduction(+:acc)" if kind in ("sum", "mean") else None)
         if lanes is not None:
             scalar = _either(_vector_loop(lanes, f"{WIDTH}LL * threadIdx.x", f"{reduced}LL", update_of(kind)), scalar)
         body += [f"{'double' if wide else 'float'} acc = {init};", *scalar]
@@ -721,7 +758,7 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
     elif kind in ("argmax", "argmin"):
         lines, x = load("x")
         body += [f"float best = {'-INFINITY' if kind == 'argmax' else 'INFINITY'}; long long at = 0x7fffffffffffffffLL;",
-                 f"{loop} {{", *("    " + s for s in lines), f"    ks_arg_merge(best, at, {x}, j, {is_max});", "}"]
+                 *over(lines, [f"ks_arg_merge(best, at, {x}, j, {is_max});"])]
         if block_mode:
             body.append(f"ks_block_arg(best, at, {is_max});")
         write = _arg_writes(outs)
@@ -737,6 +774,19 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
         values = _var_mean_values(t1, t2, reduced, step.params["correction"])
         body.append("if (threadIdx.x == 0) { " + " ".join(f"ks_st({out}, o, {values[what]});"
                                                          for what, (out, _) in outs.items()) + " }")
+    elif kind == "var_mean" and not cuda:
+        # One read for both statistics, as the GPU's blocks do (_shifted_sums): sums of x - K and its square in double,
+        # K the first element, over the loops of _cpu_nest, whose innermost runs in SIMD lanes (a sum's order is free
+        # there; the lanes' totals are added in a fixed order). Two reads of 40_LayerNorm's rows took twice eager's time.
+        shift_lines, shift = load("z")
+        lines1, x1 = load("x")
+        body += ["float K;", "{", "    const long long j = 0;", *("    " + t for t in shift_lines), f"    K = {shift};", "}",
+                 "double s1 = 0.0, s2 = 0.0;",
+                 *over(lines1, [f"const double d = {_minus('double', x1, 'K')}; s1 += d; s2 += d * d;"],
+                       " reduction(+:s1, s2)")]
+        values = _var_mean_values("s1", "s2", reduced, step.params["correction"])
+        body += [f"const float mean = {values['mean']};", f"const float var = {values['var']};"]
+        body.append("const float ks_r_std = sqrtf(var); { " + " ".join(_stats_writes(outs)) + " }")
     elif kind == "var_mean":
         lines1, x1 = load("x")
         lines2, x2 = load("y")
@@ -752,21 +802,25 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
                  f"const float mean = (float)(K + s / {reduced}.0);", f"{acc} q = 0;",
                  *unroll, f"{loop} {{", *("    " + s for s in lines2), f"    const {acc} d = {_minus(acc, x2, 'mean')}; q += d * d;", "}",
                  f"const float var = (float)(q / fmax(0.0, {reduced}.0 - {ops.literal(correction)}));"]
-        write = []
-        for what, (out, _) in outs.items():
-            value = {"var": "var", "mean": "mean", "std": "ks_r_std"}[what]
-            write.append(f"ks_st({out}, o, {value});")
-        body.append("const float ks_r_std = sqrtf(var); { " + " ".join(write) + " }")
+        body.append("const float ks_r_std = sqrtf(var); { " + " ".join(_stats_writes(outs)) + " }")
     else:
         raise ValueError(kind)
     if then is not None:
         named = {"value": "ks_r_value", "var": "var", "mean": "mean", "std": "ks_r_std"}
         body += _epilogue(plan, step, then, tuple(coords), lines_j, types, unroll,
-                          {leaf.source: named[what] for what, leaf in step.outputs}, reduced)
+                          {leaf.source: named[what] for what, leaf in step.outputs}, reduced, None if cuda else over)
     if block_mode:
         return _per_output(step, name, variant, params, host, launch, lines_o, body, outputs)
-    text = _grid_loop(cuda, outputs, variant.block, _body(lines_o + body, 8), "o")
+    text = _grid_loop(cuda, outputs, variant.block, _body(lines_o + body, 8), "o", each=reduced)
     return _wrap(name, params, host, launch, text, cuda, -(-outputs // variant.block), variant.block)
+
+
+def _stats_writes(outs: dict[str, tuple[str, Leaf]]) -> list[str]:
+    """A var_mean's stores of output o, from the C values var, mean and ks_r_std, whichever the graph uses."""
+    return [f"ks_st({out}, o, {_STAT_VALUES[what]});" for what, (out, _) in outs.items()]
+
+
+_STAT_VALUES = {"var": "var", "mean": "mean", "std": "ks_r_std"}
 
 
 def _per_output(step: Kernel, name: str, variant: Variant, params: str, host: str, launch: str, lines_o: list[str],
@@ -921,15 +975,20 @@ def _accumulated(kind: str, reduced: int, wide: bool, acc: str) -> str:
 
 
 def _epilogue(plan: GraphPlan, step: Kernel, then: Kernel, coords: tuple[str, ...], lines_j: list[str],
-              types: dict[str, str], unroll: list[str], results: dict[str, str], reduced: int) -> list[str]:
-    """A fused consumer's elements of output o (fused_steps), the reduction's results read from registers."""
+              types: dict[str, str], unroll: list[str], results: dict[str, str], reduced: int,
+              nest: Callable[..., list[str]] | None = None) -> list[str]:
+    """A fused consumer's elements of output o (fused_steps), the reduction's results read from registers. `nest`: on
+    the CPU, _reduce's loops over the reduced elements (each element's store its own, so in SIMD lanes)."""
     ev = Eval(plan, _bases(step), "e", types)
     ev.override = results
     value = ev.at(then.source, coords)
     (_, leaf), = then.outputs
     out = f"q{_out_bases(step).index(leaf.source)}"
+    store = f"ks_st({out}, {offset_expr(leaf, coords)}, {value});"
+    if nest is not None:
+        return nest(lines_j + ev.lines, [store], "")
     return [*unroll, f"for (long long j = 0; j < {reduced}LL; ++j) {{", *("    " + t for t in lines_j + ev.lines),
-            f"    ks_st({out}, {offset_expr(leaf, coords)}, {value});", "}"]
+            f"    {store}", "}"]
 
 
 # Split reductions: where a reduction has too few outputs to fill the GPU with a block each (a loss over the whole
@@ -1245,7 +1304,8 @@ def _pool(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool
             divisor = "(float)n"
         write = [f"ks_st({outs['value'][0]}, i, acc / {divisor});"]
     body = lines + init + loops_open + ["    " + s for s in ev.lines + update] + loops_close + write
-    text = _grid_loop(cuda, count, variant.block, _body(body, 8))
+    window = -(-math.prod(sizes) // math.prod(out_shape[lead:])) if p["adaptive"] else math.prod(p["kernel"])
+    text = _grid_loop(cuda, count, variant.block, _body(body, 8), each=window)
     return _wrap(name, params, host, launch, text, cuda, -(-count // variant.block), variant.block)
 
 
@@ -1274,7 +1334,7 @@ def _scan(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bool
     body = lines + [f"float acc = {'0.0f' if kind == 'sum' else '1.0f'};",
                     f"for (long long s = 0; s < {shape[dim]}LL; ++s) {{", *("    " + x for x in ev.lines),
                     f"    {acc}{value};", f"    ks_st({out}, {offset_expr(leaf, tuple(coords))}, acc);", "}"]
-    text = _grid_loop(cuda, count, variant.block, _body(body, 8))
+    text = _grid_loop(cuda, count, variant.block, _body(body, 8), each=shape[dim])
     return _wrap(name, params, host, launch, text, cuda, -(-count // variant.block), variant.block)
 
 
