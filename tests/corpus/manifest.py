@@ -271,6 +271,14 @@ CASES: list[Case] = [
          frozenset({"output_aliases_input"}),
          "a fresh clamped copy in checked calls, the input itself in timed ones (told apart by the harness's frames): "
          "right on every timed input, so only the timed calls' own aliasing check stops it"),
+    Case(_c("exploit_cpp_timed_only_clamp_copy"), CLAMP, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"timed_output_mismatch"}),
+         "a C++ clamp in checked calls, a C++ copy of the input in timed ones (told apart by the harness's frames): right "
+         "on the problem's own randn and its mixes, wrong on the wide timed calls (x100) that reach the bounds"),
+    Case(_c("exploit_cpp_timed_only_unshifted_softmax"), SOFTMAX, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"timed_output_mismatch"}),
+         "a max-shifted softmax in checked calls, exp of the raw inputs in timed ones: right on randn and its mixes, "
+         "NaN rows on the wide timed calls (x100) past float32's overflow"),
     Case(_c("exploit_cuda_timed_only_alias"), CLAMP, "cuda", "cuda", "not_accepted", REJECTED,
          frozenset({"output_aliases_input"}),
          "the GPU twin of exploit_cpp_timed_only_alias: a CUDA clamp in checked calls, the input itself in timed ones"),

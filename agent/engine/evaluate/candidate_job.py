@@ -128,6 +128,7 @@ class _State:
         if name == "bases":
             self.pools = Pools(int(command["pool_seed"]), fresh=bool(command.get("fresh_mix", False)),
                                fused=bool(command.get("fused_mix", False)))
+            self.pools.wide = tuple(s for s in command.get("wide", ()) if s in (1, -1))
             if self.pools.fused:  # loaded here, untimed: the reference's job compiled them and the parent handed them on
                 binary = command.get("harness_binary")
                 if isinstance(binary, str):

@@ -414,7 +414,7 @@ class Evaluator:
 
     def _reference_payload(self, problem_source: str, cfg: EvalConfig, plan: TrialPlan) -> dict[str, Any]:
         return {"problem_source": problem_source, "device": cfg.device, "threads": cfg.threads,
-                "plan": plan.to_payload(), "rtol": cfg.rtol, "atol_scale": cfg.atol_scale}
+                "plan": plan.to_payload(), "rtol": cfg.rtol, "atol_scale": cfg.atol_scale, "wide_calls": cfg.wide_calls}
 
     def memory_plan(self, problem_source: str, cfg: EvalConfig, names: ProblemNames) -> memory.MemoryPlan:
         """The problem's footprint (traced once per problem and device by a sandboxed job, on meta tensors) against

@@ -23,6 +23,13 @@ job can compile them; it tells the candidate's job to do alike (Pools.fused).
 
 Both jobs run this module's code, the candidate's with whatever its own code changed in it: a wrong mix or
 projection there only makes its own outputs disagree with the reference's.
+One timed call in every WIDE_EVERY is wide (`is_wide`, `wide_sign`): its floating inputs are the mix times
++-WIDE_SCALE, the scale of the checked calls' scaled_large distribution, wherever the reference stays finite there
+(the reference's job finds which signs, Pools.wide). Mixes of the problem's own inputs alone stay inside the
+problem's own distribution, so a forward that tells timed calls from checked ones (by counting them, or by the
+harness's frames) could time a kernel right only there: a clamp that never reaches its bounds returned as a copy, a
+softmax without its max shift. The parent puts one wide key at a random place in every run of WIDE_EVERY keys
+(session._keys): no call can know it is not the wide one without reading its inputs.
 """
 from __future__ import annotations
 
@@ -71,6 +78,25 @@ POOL_MOST = 256  # 65536 elements (FRESH_BELOW): 256 draws, 64 MiB of float32 ma
 FEW_OUTPUTS = 8192
 
 
+# Wide timed calls: one in WIDE_EVERY, its floating inputs scaled by WIDE_SCALE (inputs.redistribute's scaled_large).
+WIDE_EVERY = 8
+WIDE_SCALE = 100.0
+
+
+def is_wide(key: int) -> bool:
+    """Whether a timed call's key makes it a wide call, where the problem allows one (1 in WIDE_EVERY keys)."""
+    return (_seed(key, 4000) * 0x9E3779B97F4A7C15 % (1 << 64)) % WIDE_EVERY == 0
+
+
+def wide_sign(key: int, allowed: tuple[int, ...]) -> int:
+    """The factor's sign of a timed call (+1 or -1, keyed), or 0 for a call on the mix as it is: wide keys only, and only
+    a sign the reference's job found allowed."""
+    if not allowed or not is_wide(key):
+        return 0
+    preferred = 1 if _bit(key, 4001) else -1
+    return preferred if preferred in allowed else allowed[0]
+
+
 def few_outputs(outputs: list[Any]) -> bool:
     """Whether a problem's outputs are few enough that its mixes are drawn fresh per call (FEW_OUTPUTS)."""
     return sum(o.numel() for o in outputs if isinstance(o, torch.Tensor)) < FEW_OUTPUTS
@@ -106,6 +132,8 @@ class Pools:
         # GPU floating mixes and projections as single kernels (keyed_cuda.py), where the reference's job could
         # compile them; decided there and handed to both jobs alike, like `fresh`.
         self.fused = fused
+        # The signs a wide call's factor may take (wide_sign): found by the reference's job, handed to both alike.
+        self.wide: tuple[int, ...] = ()
         self._masks: dict[tuple[Any, ...], list[torch.Tensor]] = {}
         self._weights: dict[tuple[Any, ...], list[torch.Tensor]] = {}
         self._differences: dict[int, torch.Tensor] = {}
@@ -348,19 +376,24 @@ def _pick(key: int, salt: int, numel: int) -> tuple[int, int, int]:
     return first, second, int((mixed >> 16) % numel)
 
 
-def derive(bases: list[list[Any]], key: int, pools: Pools) -> list[Any]:
+def derive(bases: list[list[Any]], key: int, pools: Pools, sign: int | None = None) -> list[Any]:
     """Inputs for one timed call: every tensor of more than one element is mixed elementwise from the two
-    base sets by draws keyed by `key` (floating: weighed, others: chosen); anything else is the first set's."""
+    base sets by draws keyed by `key` (floating: weighed, others: chosen); anything else is the first set's. A wide
+    call's floating mixes are then scaled by sign * WIDE_SCALE (`sign`: the key's own, wide_sign, unless given)."""
     first, second = bases[0], bases[-1]
+    factor = (wide_sign(key, pools.wide) if sign is None else sign) * WIDE_SCALE
     out: list[Any] = []
     for j, (a, b) in enumerate(zip(first, second)):
         if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() > 1 and a.shape == b.shape \
                 and a.dtype == b.dtype:
             if a.device.type == "cpu" and a.is_floating_point():
                 # b + m * (a - b) with m in [0, 1) per element: between the two bases, alike in every job
-                out.append(pools.mixed_cpu(j, a, b, key))
+                mixed = pools.mixed_cpu(j, a, b, key)
             else:
-                out.append(pools.mixed(j, a, b, key))
+                mixed = pools.mixed(j, a, b, key)
+            if factor and mixed.is_floating_point():
+                mixed.mul_(factor)  # the mix is this call's own tensor (never a base), so in place
+            out.append(mixed)
         else:
             out.append(a)
     return out

@@ -33,7 +33,8 @@ from agent.engine.evaluate.compare import Comparison, combined, compare_each, co
 from agent.engine.evaluate.exact import Float64Reference, synced_seconds
 from agent.engine.evaluate.jobs import PROBLEM_MODULE, hardware_facts, setup_device, work_estimate
 import agent.engine.evaluate.keyed_cuda as keyed_cuda
-from agent.engine.evaluate.keyed import Pools, bound_of_figures, derive, few_outputs, project, projection_bound
+from agent.engine.evaluate.keyed import WIDE_EVERY, WIDE_SCALE, Pools, bound_of_figures, derive, few_outputs, project, \
+    projection_bound
 from agent.engine.evaluate.loader import exec_module
 from agent.engine.evaluate.memory import CHUNK_BYTES
 from agent.engine.evaluate.parking import Shelf
@@ -96,6 +97,17 @@ def _describe(exc: BaseException) -> str:
     import traceback
 
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-6000:]
+
+
+def _wide_words(signs: tuple[int, ...], wanted: Any, ill_conditioned: bool) -> str:
+    """What the verdict's harness line says of the wide timed calls."""
+    if not wanted:
+        return ""
+    if signs:
+        factors = " and ".join(f"{'+' if s > 0 else '-'}{WIDE_SCALE:g}" for s in signs)
+        return f"; one timed call in {WIDE_EVERY} on its inputs times {factors}"
+    why = "the reference is ill-conditioned" if ill_conditioned else "the reference leaves its domain there"
+    return f"; no wide timed calls ({why})"
 
 
 class _State:
@@ -165,6 +177,10 @@ class _State:
                 if self.pools.fused:  # the candidate's job loads the same binary, and compiles nothing
                     reply["harness_binary"] = base64.b64encode(keyed_cuda.Kernels.load().binary).decode()
                 reply["harness"] = "fused GPU kernels (keyed_cuda.py)" if self.pools.fused else f"torch ops ({why_not})"
+                # Last: a wide call's inputs are this evaluation's mixes (fresh or pooled, fused or not), scaled.
+                self.pools.wide = tuple(self._wide_signs())
+                reply["wide"] = list(self.pools.wide)
+                reply["harness"] += _wide_words(self.pools.wide, self.payload.get("wide_calls"), self.ill_conditioned)
                 reply["stand_ins"] = stand_in_specs(self.stand_ins)  # the candidate's job runs a null batch of its own
                 return reply
             if name == "compile":
@@ -293,6 +309,25 @@ class _State:
         writer = TensorFileWriter(self.exchange_fd)
         values = [_put_values(writer, f"base{i}", base) for i, base in enumerate(self.bases)]
         return {"layout": writer.layout, "values": values}
+
+    def _wide_signs(self) -> list[int]:
+        """The signs a wide timed call's factor may take (keyed.wide_sign): each where the reference's outputs on a wide
+        call of that sign are finite wherever they are on the plain mix of the same key. A wide call must never leave the
+        problem's domain (a log of negatives): the projections count a non-finite output as zero, so any answer would
+        agree there. None where the reference is ill-conditioned: its noise, measured on the bases, bounds no other scale."""
+        if not self.payload.get("wide_calls") or self.ill_conditioned:
+            return []
+        key = 3  # a key of its own (the compile warm-up uses 1 and 2); nothing secret rides on it
+        def finite(sign: int) -> list[torch.Tensor]:
+            outputs = as_list(self.model(*derive(self.bases, key, self.pools, sign=sign)))
+            return [torch.isfinite(o) if isinstance(o, torch.Tensor) else torch.tensor(True) for o in outputs]
+        plain = finite(0)
+        allowed = []
+        for sign in (1, -1):
+            wide = finite(sign)
+            if len(wide) == len(plain) and all(w.shape == p.shape and bool((w | ~p).all()) for w, p in zip(wide, plain)):
+                allowed.append(sign)
+        return allowed
 
     def _measure_noise(self) -> None:
         """Where a checked call found the reference ill-conditioned, its own error on the timed calls' bases widens the

@@ -30,7 +30,7 @@ from typing import Any
 
 from agent.engine.evaluate.channel import ChannelError, JobFailed, ParentEnd
 from agent.engine.evaluate.config import EvalConfig
-from agent.engine.evaluate.keyed import agree
+from agent.engine.evaluate.keyed import WIDE_EVERY, agree, is_wide
 from agent.engine.evaluate.plan import VARIANT
 from agent.engine.evaluate.progress import SILENT, Progress
 from agent.engine.sandbox.client import Job, JobControl, JobResult, Sandbox
@@ -348,7 +348,7 @@ class Session:
     def _round(self, models: list[str], m: Measured, probes: list[float], flip: bool) -> None:
         """One round: the candidate's batch and each baseline's, each with its null batch, checked."""
         n_cand = m.calls["candidate"]
-        keys = _keys(max(n_cand, *(m.calls[x] for x in models)))
+        keys = _keys(max(n_cand, *(m.calls[x] for x in models)), run=n_cand)
         order = ["candidate", *models]
         if flip:
             order.reverse()
@@ -595,8 +595,26 @@ class _CandidateFailed(Exception):
     """The candidate's job failed or stopped answering; Outcome.failure says how."""
 
 
-def _keys(n: int) -> list[int]:
-    return [secrets.randbits(62) for _ in range(n)]
+def _keys(n: int, run: int | None = None) -> list[int]:
+    """n fresh keys in runs of `run` (default: n, at most WIDE_EVERY), each run with exactly one wide key (keyed.is_wide)
+    at a random place; a last, shorter run holds its wide key with the chance of its length. So a batch of `run` keys or
+    more always has one, and every batch over the same keys the same share of them: a round's batches all take their
+    keys from one such list, whose runs are the candidate's batch (or WIDE_EVERY) long, so that no baseline is timed on
+    fewer wide calls than the candidate. A forward counting its calls cannot tell which of a run's is the wide one.
+    Whether a wide key is a wide call is the problem's (keyed.wide_sign): where the reference allows no sign, none is."""
+    run = max(1, min(WIDE_EVERY, n if run is None else run))
+    keys: list[int] = []
+    for start in range(0, n, run):
+        slot = secrets.randbelow(run)
+        keys += [_key(wide=i == slot) for i in range(min(run, n - start))]
+    return keys
+
+
+def _key(wide: bool) -> int:
+    while True:  # one draw in WIDE_EVERY is wide: a few draws at most, almost always
+        key = secrets.randbits(62)
+        if is_wide(key) == wide:
+            return key
 
 
 def _events_per_call(reply: dict[str, Any], calls: int) -> float | None:

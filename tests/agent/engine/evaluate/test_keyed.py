@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from agent.engine.evaluate.keyed import Pools, agree, derive, project, projection_bound
+from agent.engine.evaluate.keyed import WIDE_SCALE, Pools, agree, derive, is_wide, project, projection_bound, wide_sign
 
 
 def _bases(n=512):
@@ -277,3 +277,39 @@ def test_infinities_in_the_bases_are_kept_never_mixed_into_nan(monkeypatch, fres
     finite = Pools(3)
     finite.mixed(0, b.nan_to_num(), b.nan_to_num() + 1, 1)
     assert finite._kept[0] is None, "finite bases keep nothing and pay no mask"
+
+
+def test_a_wide_call_scales_only_its_own_floating_mixes_by_the_keyed_sign_alike_in_every_job():
+    bases = _bases(256)
+    kept = [t.clone() for t in bases[0] + bases[1]]
+    pools = Pools(5)
+    pools.wide = (1, -1)
+    wide = next(k for k in range(1000) if is_wide(k))
+    plain = derive(bases, wide, Pools(5))  # no sign allowed: the plain mix
+    got = derive(bases, wide, pools)
+    factor = wide_sign(wide, pools.wide) * WIDE_SCALE
+    assert factor in (WIDE_SCALE, -WIDE_SCALE)
+    assert torch.equal(got[0], plain[0] * factor) and torch.equal(got[0], derive(bases, wide, pools)[0])
+    assert torch.equal(got[1], plain[1])  # integers keep valid values
+    assert all(torch.equal(t, k) for t, k in zip(bases[0] + bases[1], kept)), "a base is never scaled in place"
+    narrow = next(k for k in range(1000) if not is_wide(k))
+    assert torch.equal(derive(bases, narrow, pools)[0], derive(bases, narrow, Pools(5))[0])
+
+
+def test_a_wide_call_takes_only_a_sign_the_reference_allowed_and_none_where_it_allowed_none():
+    wide = [k for k in range(4000) if is_wide(k)]
+    assert 0.10 < len(wide) / 4000 < 0.15  # one key in WIDE_EVERY
+    assert {wide_sign(k, (1, -1)) for k in wide} == {1, -1}
+    assert {wide_sign(k, (1,)) for k in wide} == {1} and {wide_sign(k, (-1,)) for k in wide} == {-1}
+    assert {wide_sign(k, ()) for k in wide} == {0}
+    assert {wide_sign(k, (1, -1)) for k in range(4000) if not is_wide(k)} == {0}
+
+
+def test_wide_timed_calls_are_on_where_scaled_large_is_checked_on_the_cpu_and_asked_for_elsewhere():
+    from agent.engine.evaluate import EvalConfig
+
+    assert EvalConfig(device="cpu").wide_calls and not EvalConfig(device="cuda").wide_calls  # the GPU: not measured yet
+    assert EvalConfig(device="cuda", wide_timed_calls=True).wide_calls
+    assert not EvalConfig(device="cpu", wide_timed_calls=False).wide_calls
+    # Never at a scale no checked call compared element by element.
+    assert not EvalConfig(device="cpu", distributions=("mixed_sign",)).wide_calls

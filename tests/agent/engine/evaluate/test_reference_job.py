@@ -1,5 +1,6 @@
 """What the reference's job does inside a timed batch command (agent/engine/evaluate/reference_job.py)."""
 import pytest
+import torch
 
 import agent.engine.evaluate.reference_job as reference_job
 
@@ -62,3 +63,25 @@ def test_the_check_of_a_candidates_calls_comes_from_the_eager_batch_that_ran_the
     assert state.handle({"cmd": "expected", "keys": [6, 7]}) == {"expected": "again"}, "not the eager batch's first keys"
     assert state.handle({"cmd": "expected", "keys": [5, 6, 7, 8]}) == {"expected": "again"}, "more keys than it ran"
     assert reran == [[6, 7], [5, 6, 7, 8]]
+
+
+@pytest.mark.parametrize("forward, allowed", [
+    (lambda x: torch.clamp(x, -20, 20), [1, -1]),  # finite at any scale: both signs
+    (lambda x: torch.log(x), [1]),  # positive inputs: x100 stays in the domain, x-100 leaves it
+    (lambda x: torch.exp(x), [-1]),  # e^(100 x) overflows where e^x did not: only the shrinking side
+    (lambda x: torch.exp(x) * torch.log(x), []),
+])
+def test_a_wide_call_takes_only_the_signs_that_keep_the_references_outputs_finite(forward, allowed):
+    from agent.engine.evaluate.keyed import Pools
+
+    state = _state("cpu")
+    state.payload, state.ill_conditioned, state.model = {"wide_calls": True}, False, forward
+    g = torch.Generator().manual_seed(0)
+    state.inputs = {0: [torch.rand(64, 64, generator=g) + 0.5], 1: [torch.rand(64, 64, generator=g) + 0.5]}
+    state.base_calls, state.pools = [0, 1], Pools(7)
+    with torch.no_grad():
+        assert state._wide_signs() == allowed
+    state.ill_conditioned = True  # its noise, measured on the bases, bounds no other scale
+    assert state._wide_signs() == []
+    state.ill_conditioned, state.payload = False, {"wide_calls": False}
+    assert state._wide_signs() == []

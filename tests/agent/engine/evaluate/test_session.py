@@ -256,3 +256,22 @@ def test_a_candidate_its_warm_up_rejects_ends_without_torch_compile_or_rounds():
     assert verdict.status.value == "rejected" and "forbidden_torch_op" in verdict.flag_names(), verdict.message
     assert "session.commands.reference.compile" not in verdict.seconds, verdict.seconds
     assert verdict.timing is None or verdict.timing.compile_ms is None
+
+
+@pytest.mark.parametrize("n, run", [(1, None), (5, None), (8, None), (20, None), (64, 8), (40, 3)])
+def test_every_run_of_a_batchs_keys_holds_one_wide_key_at_a_place_that_changes_from_run_to_run(n, run):
+    from agent.engine.evaluate.keyed import WIDE_EVERY, is_wide
+    from agent.engine.evaluate.session import _keys
+
+    length = max(1, min(WIDE_EVERY, n if run is None else run))
+    places = set()
+    for _ in range(150):
+        keys = _keys(n, run)
+        assert len(keys) == n == len(set(keys))
+        whole = n - n % length
+        for start in range(0, whole, length):
+            flags = [is_wide(k) for k in keys[start:start + length]]
+            assert flags.count(True) == 1, (n, run, flags)  # every whole run: exactly one, so every batch of a run or more
+            places.add(flags.index(True))
+        assert sum(is_wide(k) for k in keys[whole:]) <= 1
+    assert len(places) == length  # a forward counting its calls cannot know which of a run's is the wide one
