@@ -709,7 +709,7 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
     if not cuda and then is None and kind in _START and len(shape) - 1 not in dims and reduced >= _SLICED_MIN:
         ev = Eval(plan, _bases(step), "x", types)
         element = ev.at(step.source, tuple(coords))
-        return _cpu_columns(name, kind, (lines_o, lines_j, ev.lines, element), outs, outputs, reduced, params, host,
+        return _cpu_columns(name, kind, (lines_o, lines_j, ev.lines, element), kc, outs, outputs, reduced, params, host,
                             launch)
     splits = reduce_splits(outputs, reduced) if cuda and block_mode and kind in _SPLIT_KINDS else 1
     if splits > 1:
@@ -947,20 +947,38 @@ def _sliced_reduce(name: str, kind: str, load: Any, lines_o: list[str], outs: di
 _CPU_COLUMNS = 64
 
 
-def _cpu_columns(name: str, kind: str, code: tuple[list[str], list[str], list[str], str], outs: dict[str, tuple[str, Leaf]],
-                 outputs: int, reduced: int, params: str, host: str, launch: str) -> str:
+def _cpu_columns(name: str, kind: str, code: tuple[list[str], list[str], list[str], str], kc: tuple[str, ...],
+                 outs: dict[str, tuple[str, Leaf]], outputs: int, reduced: int, params: str, host: str, launch: str) -> str:
     lines_o, lines_j, lines_x, x = code
     wide = kind in ("sum", "mean") and reduced > LONG_REDUCTION
     update = update_of(kind).format(x=x).replace("acc", "acc[c]")
     result = _accumulated(kind, reduced, wide, "acc[c]")
     tiles = -(-outputs // _CPU_COLUMNS)
-    inner = ["for (long long c = 0; c < n; ++c) {", "    const long long o = o0 + c;",
-             *("    " + t for t in lines_o + lines_x), f"    {update}", "}"]
+    # Each output's kept coordinates are split from its index once per tile, not once per element read: the divisions
+    # in the innermost loop kept it scalar (47_Sum_reduction_over_a_dimension at 0.12x of eager on the CPU). Where the
+    # tile's outputs are one run of the innermost kept dimension (all but a row's last tile), that coordinate is the
+    # first one's plus c and every read is affine in c: the loop over the tile runs in SIMD lanes, an output a lane.
+    kept = [k for k in kc if k != "0"]
+    split = ["for (long long c = 0; c < n; ++c) {", "    const long long o = o0 + c;", *("    " + t for t in lines_o),
+             *(f"    ks_{k}[c] = {k};" for k in kept), "}"]
+
+    def over_tile(coords: list[str], simd: list[str]) -> list[str]:
+        inner = [*simd, "for (long long c = 0; c < n; ++c) {", *("    " + t for t in coords + lines_x), f"    {update}", "}"]
+        return [f"for (long long j = 0; j < {reduced}LL; ++j) {{", *("    " + t for t in lines_j + inner), "}"]
+    table = over_tile([f"const long long {k} = ks_{k}[c];" for k in kept], [])
+    if kept:
+        *outer, last = kept
+        run = " && ".join([f"ks_{k}[n - 1] == ks_{k}[0]" for k in outer] + [f"ks_{last}[n - 1] - ks_{last}[0] == n - 1"])
+        affine = over_tile([*(f"const long long {k} = ks_{k}[0];" for k in outer), f"const long long {last} = ks_{last}[0] + c;"],
+                           ["#pragma omp simd"])
+        loops = [f"if ({run}) {{", *("    " + t for t in affine), "} else {", *("    " + t for t in table), "}"]
+    else:
+        loops = table
     body = [f"const long long o0 = t * {_CPU_COLUMNS}LL;",
             f"const long long n = {outputs}LL - o0 < {_CPU_COLUMNS}LL ? {outputs}LL - o0 : {_CPU_COLUMNS}LL;",
             f"{'double' if wide else 'float'} acc[{_CPU_COLUMNS}];",
-            f"for (long long c = 0; c < n; ++c) acc[c] = {_START[kind]};",
-            f"for (long long j = 0; j < {reduced}LL; ++j) {{", *("    " + t for t in lines_j + inner), "}",
+            *(f"long long ks_{k}[{_CPU_COLUMNS}];" for k in kept), *split,
+            f"for (long long c = 0; c < n; ++c) acc[c] = {_START[kind]};", *loops,
             f"for (long long c = 0; c < n; ++c) ks_st({outs['value'][0]}, o0 + c, {result});"]
     text = (f"    at::parallel_for(0, {tiles}LL, 1, [&](int64_t begin, int64_t end) {{\n"
             f"    for (long long t = begin; t < end; ++t) {{\n{_body(body, 8)}\n    }}\n    }});")
