@@ -18,6 +18,7 @@ from pathlib import Path
 
 from agent.engine.backends import BACKENDS
 from agent.engine.evaluate import EvalConfig, Evaluator, ProblemError
+from agent.engine.sandbox import Limits
 from agent.loop.policies.base import Policy, PolicyError
 from agent.loop.policies.factory import PolicySpec, make_policy
 from agent.loop.policies.scripted import ScriptedPolicy, demo_files, script_of_files
@@ -44,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--allow-ops", default="", help="extra ATen ops the candidate may call, comma-separated")
     ev.add_argument("--cache-dir", type=Path, default=None, help="build cache (default: $KSTUDIO_CACHE_DIR or .cache/kstudio)")
     ev.add_argument("--device-memory-mb", type=int, default=None, help=_DEVICE_MEMORY_HELP)
+    ev.add_argument("--candidate-seconds", type=float, default=CANDIDATE_SECONDS, help=_CANDIDATE_SECONDS_HELP)
     bd = sub.add_parser("build", help="compile a candidate's extensions into the shared build cache (no GPU needed)")
     bd.add_argument("candidate", type=Path, help="candidate module defining ModelNew")
     bd.add_argument("--device", choices=("cpu", "cuda"), default="cuda", help="the device the build is for")
@@ -84,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     op.add_argument("--json", action="store_true", help="print exactly one JSON document on stdout")
     op.add_argument("--cache-dir", type=Path, default=None, help="build cache (default: $KSTUDIO_CACHE_DIR or .cache/kstudio)")
     op.add_argument("--device-memory-mb", type=int, default=None, help=_DEVICE_MEMORY_HELP)
+    op.add_argument("--candidate-seconds", type=float, default=CANDIDATE_SECONDS, help=_CANDIDATE_SECONDS_HELP)
     ex = sub.add_parser("export", help="turn trajectory records (JSON lines) into a Hugging Face datasets dataset")
     ex.add_argument("trajectories", type=Path, help="JSON lines of trajectory records, as optimize --trajectory writes")
     ex.add_argument("--out", type=Path, required=True,
@@ -117,12 +120,24 @@ def _human(verdict: Verdict) -> str:
     return "\n".join(lines)
 
 
+# The studio's own default (KSTUDIO_CANDIDATE_WALL_SECONDS). A candidate's job lives through the whole evaluation, the
+# reference's batches and torch.compile's compile included, so EvalConfig's 120 s ended an honest CPU evaluation of
+# KernelBench's 40_LayerNorm at its own size as a timeout (its checks alone took 38 s on a loaded 2-core box).
+CANDIDATE_SECONDS = 300.0
+_CANDIDATE_SECONDS_HELP = ("wall-clock limit of each candidate's job, in seconds (the studio's default): the job lives "
+                           "through the whole evaluation, the baselines' timing and torch.compile's compile included")
 _DEVICE_MEMORY_HELP = ("device memory the evaluation's two jobs may use together, in MiB (default: the GPU's own; "
                        "none on the CPU): a problem that does not fit gets a capacity verdict")
 
 
 def _device_memory(args: argparse.Namespace) -> int | None:
     return args.device_memory_mb << 20 if args.device_memory_mb else None
+
+
+def _candidate_limits(args: argparse.Namespace) -> Limits:
+    if args.candidate_seconds <= 0:
+        raise SystemExit("--candidate-seconds must be positive: the wall-clock limit of each candidate's job, in seconds")
+    return Limits(wall_seconds=args.candidate_seconds)
 
 
 def _show_phase(phase: str, what: str, elapsed: float) -> None:
@@ -136,7 +151,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     config = EvalConfig(device=args.device, backend=args.backend, timing=not args.no_timing,
                         compile_baseline=not args.no_compile_baseline, profile=args.profile, seed=args.seed,
                         allowed_ops=tuple(o.strip() for o in args.allow_ops.split(",") if o.strip()),
-                        device_memory_bytes=_device_memory(args))
+                        device_memory_bytes=_device_memory(args), limits=_candidate_limits(args))
     try:
         with Evaluator(config, cache_root=args.cache_dir) as evaluator:
             verdict = evaluator.evaluate(problem, candidate, on_phase=None if args.quiet else _show_phase)
@@ -206,7 +221,7 @@ def optimize_command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _fail(str(exc))
     config = EvalConfig(device=args.device, compile_baseline=not args.no_compile_baseline,
-                        device_memory_bytes=_device_memory(args))
+                        device_memory_bytes=_device_memory(args), limits=_candidate_limits(args))
 
     def progress(state: loop.AgentState) -> None:
         record = state.turns[-1] if state.turns else None

@@ -49,3 +49,16 @@ def test_it_exits_with_1_for_a_candidate_that_does_not_build(tmp_path):
     verdict = json.loads(proc.stdout)
     assert verdict["status"] == "build_error"
     assert "error" in verdict["message"].lower() or "error" in verdict["build"]["log"].lower()
+
+
+def test_a_candidates_wall_clock_limit_is_the_studios_300_s_unless_given_and_a_hang_ends_at_the_one_given(tmp_path):
+    from agent.cli import CANDIDATE_SECONDS, _parser
+
+    # EvalConfig's own 120 s ended an honest CPU evaluation of KernelBench's 40_LayerNorm at its size as a timeout.
+    assert CANDIDATE_SECONDS == 300 and _parser().parse_args(["optimize", "p.py"]).candidate_seconds == 300
+    proc = _run("evaluate", str(CORPUS / "problems/elementwise_silu_bias.py"), str(CORPUS / "candidates/fault_py_hang.py"),
+                "--device", "cpu", "--json", "--no-compile-baseline", "--candidate-seconds", "8", cache=tmp_path)
+    verdict = json.loads(proc.stdout)
+    assert verdict["status"] == "timeout" and "8 s" in verdict["message"], verdict["message"]
+    refused = _run("optimize", str(CORPUS / "problems/elementwise_silu_bias.py"), "--candidate-seconds", "0", cache=tmp_path)
+    assert refused.returncode != 0 and "--candidate-seconds must be positive" in refused.stderr
