@@ -317,6 +317,8 @@ class _State:
         agree there. None where the reference is ill-conditioned: its noise, measured on the bases, bounds no other scale."""
         if not self.payload.get("wide_calls") or self.ill_conditioned:
             return []
+        if not any(isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() > 1 for t in self.bases[0]):
+            return []  # nothing a wide call would scale (indices only): no wide calls to speak of
         key = 3  # a key of its own (the compile warm-up uses 1 and 2); nothing secret rides on it
         def finite(sign: int) -> list[torch.Tensor]:
             outputs = as_list(self.model(*derive(self.bases, key, self.pools, sign=sign)))

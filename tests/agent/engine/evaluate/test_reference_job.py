@@ -85,3 +85,6 @@ def test_a_wide_call_takes_only_the_signs_that_keep_the_references_outputs_finit
     assert state._wide_signs() == []
     state.ill_conditioned, state.payload = False, {"wide_calls": False}
     assert state._wide_signs() == []
+    state.payload = {"wide_calls": True}
+    state.inputs = {0: [torch.arange(64)], 1: [torch.arange(64) + 1]}  # indices only: nothing to scale
+    assert state._wide_signs() == []
