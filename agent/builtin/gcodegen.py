@@ -806,7 +806,7 @@ def _reduce(plan: GraphPlan, step: Kernel, name: str, variant: Variant, cuda: bo
     else:
         raise ValueError(kind)
     if then is not None:
-        named = {"value": "ks_r_value", "var": "var", "mean": "mean", "std": "ks_r_std"}
+        named = {"value": "ks_r_value", **_STAT_VALUES}
         body += _epilogue(plan, step, then, tuple(coords), lines_j, types, unroll,
                           {leaf.source: named[what] for what, leaf in step.outputs}, reduced, None if cuda else over)
     if block_mode:

@@ -40,6 +40,7 @@ import torch
 
 import agent.engine.evaluate.keyed_cuda as keyed_cuda
 from agent.engine.evaluate.compare import NOISE_FACTOR, tolerances
+from agent.engine.evaluate.inputs import SCALED_LARGE
 
 SIGMAS = 6.0
 # The CPU's projections are float64 dot products taken this many elements at a time (a float64 copy of each piece). Small
@@ -80,7 +81,7 @@ FEW_OUTPUTS = 8192
 
 # Wide timed calls: one in WIDE_EVERY, its floating inputs scaled by WIDE_SCALE (inputs.redistribute's scaled_large).
 WIDE_EVERY = 8
-WIDE_SCALE = 100.0
+WIDE_SCALE = SCALED_LARGE
 
 
 def is_wide(key: int) -> bool:
