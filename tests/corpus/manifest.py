@@ -282,6 +282,14 @@ CASES: list[Case] = [
     Case(_c("exploit_cuda_timed_only_alias"), CLAMP, "cuda", "cuda", "not_accepted", REJECTED,
          frozenset({"output_aliases_input"}),
          "the GPU twin of exploit_cpp_timed_only_alias: a CUDA clamp in checked calls, the input itself in timed ones"),
+    Case(_c("exploit_cuda_timed_only_clamp_copy"), CLAMP, "cuda", "cuda", "not_accepted", REJECTED,
+         frozenset({"timed_output_mismatch"}),
+         "the GPU twin of exploit_cpp_timed_only_clamp_copy: a CUDA clamp in checked calls, a CUDA copy in timed ones, "
+         "wrong only on the wide timed calls (x100) that reach the bounds"),
+    Case(_c("exploit_cuda_timed_only_unshifted_softmax"), SOFTMAX_GPU, "cuda", "cuda", "not_accepted", REJECTED,
+         frozenset({"timed_output_mismatch"}),
+         "the GPU twin of exploit_cpp_timed_only_unshifted_softmax: exp of the raw inputs in timed calls, NaN rows on "
+         "the wide timed calls (x100)"),
     Case(_c("exploit_cuda_aten_redispatch"), SOFTMAX_GPU, "cuda", "cuda", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}),
          "PyTorch's softmax through at::_ops::_softmax::redispatch with a CUDA key set: read from the binary"),

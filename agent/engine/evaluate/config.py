@@ -45,12 +45,12 @@ class EvalConfig:
         "help": "Relative tolerance; None picks by dtype (float32 1e-4, float16 1e-2, bfloat16 2e-2)."})
     atol_scale: float | None = field(default=None, metadata={
         "help": "Absolute tolerance as a fraction of the reference's largest magnitude; None picks by dtype."})
-    wide_timed_calls: bool | None = field(default=None, metadata={
+    wide_timed_calls: bool = field(default=True, metadata={
         "help": "One timed call in every WIDE_EVERY (8) on inputs scaled by WIDE_SCALE (x100, the scaled_large checked call's "
                 "factor), at a position in its run of 8 no call can know, where the reference stays finite there: a forward "
                 "that tells timed calls from checked ones cannot then time a kernel right only on the problem's own "
-                "distribution (keyed.py). None: on the CPU, where scaled_large is checked; the GPU's figures on such calls "
-                "are not measured yet."})
+                "distribution (keyed.py). On the CPU and the GPU alike (docs/benchmarks.md §15, sessions 36 and 37); False "
+                "only to measure what they cost."})
     timing: bool = field(default=True, metadata={"help": "Measure the candidate and the baselines."})
     compile_baseline: bool = field(default=True, metadata={
         "help": "Also time torch.compile of the reference (cached per problem, toolchain and device)."})
@@ -112,8 +112,7 @@ class EvalConfig:
     def wide_calls(self) -> bool:
         """Whether timed calls include wide ones (wide_timed_calls): never without the scaled_large checked call, whose
         elementwise comparison is what shows a kernel right at that scale."""
-        wanted = self.device == "cpu" if self.wide_timed_calls is None else self.wide_timed_calls
-        return wanted and "scaled_large" in self.distributions
+        return self.wide_timed_calls and "scaled_large" in self.distributions
 
     @property
     def target_batch_ms(self) -> float:

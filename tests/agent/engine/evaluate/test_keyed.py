@@ -305,11 +305,11 @@ def test_a_wide_call_takes_only_a_sign_the_reference_allowed_and_none_where_it_a
     assert {wide_sign(k, (1, -1)) for k in range(4000) if not is_wide(k)} == {0}
 
 
-def test_wide_timed_calls_are_on_where_scaled_large_is_checked_on_the_cpu_and_asked_for_elsewhere():
+def test_wide_timed_calls_are_on_wherever_scaled_large_is_checked_on_every_device():
     from agent.engine.evaluate import EvalConfig
 
-    assert EvalConfig(device="cpu").wide_calls and not EvalConfig(device="cuda").wide_calls  # the GPU: not measured yet
-    assert EvalConfig(device="cuda", wide_timed_calls=True).wide_calls
+    assert EvalConfig(device="cpu").wide_calls and EvalConfig(device="cuda").wide_calls
+    assert not EvalConfig(device="cuda", wide_timed_calls=False).wide_calls
     assert not EvalConfig(device="cpu", wide_timed_calls=False).wide_calls
     # Never at a scale no checked call compared element by element.
     assert not EvalConfig(device="cpu", distributions=("mixed_sign",)).wide_calls
