@@ -160,14 +160,17 @@ class Pools:
             self._masks[(numel, str(device), dtype)] = pool
         return pool
 
-    def mixed(self, j: int, a: torch.Tensor, b: torch.Tensor, key: int) -> torch.Tensor:
+    def mixed(self, j: int, a: torch.Tensor, b: torch.Tensor, key: int, factor: float = 0.0) -> torch.Tensor:
         """The mix of GPU tensors and of integer tensors anywhere. Floating ones: a convex combination with a coefficient
-        per element drawn fresh for the call (_lerped). Others: torch.where(mask, a, b) with the keyed mask (bool), made
-        PIECE elements at a time: no mask or roll of the whole tensor is ever made."""
+        per element drawn fresh for the call (_lerped), times `factor` where it is not 0 (a wide call: derive), in the
+        fused kernel's one pass where it runs. Others: torch.where(mask, a, b) with the keyed mask (bool), made PIECE
+        elements at a time: no mask or roll of the whole tensor is ever made."""
         if a.is_floating_point():
             if self.fused and keyed_cuda.supported(a):
-                return keyed_cuda.Kernels.load().mix(a, b, _seed(key, j), self.kept(j, a, b), self._input_buffer(j, a))
-            return _lerped(a, b, _generator(a.device, key, j), self.kept(j, a, b))
+                return keyed_cuda.Kernels.load().mix(a, b, _seed(key, j), self.kept(j, a, b), self._input_buffer(j, a),
+                                                     scale=factor or 1.0)
+            mixed = _lerped(a, b, _generator(a.device, key, j), self.kept(j, a, b))
+            return mixed.mul_(factor) if factor else mixed
         numel = a.numel()
         if numel < FRESH_BELOW:
             return torch.where(self.mask(a.shape, a.device, key, j), a, b)
@@ -390,10 +393,10 @@ def derive(bases: list[list[Any]], key: int, pools: Pools, sign: int | None = No
             if a.device.type == "cpu" and a.is_floating_point():
                 # b + m * (a - b) with m in [0, 1) per element: between the two bases, alike in every job
                 mixed = pools.mixed_cpu(j, a, b, key)
+                if factor:
+                    mixed.mul_(factor)  # the mix is this call's own tensor (never a base), so in place
             else:
-                mixed = pools.mixed(j, a, b, key)
-            if factor and mixed.is_floating_point():
-                mixed.mul_(factor)  # the mix is this call's own tensor (never a base), so in place
+                mixed = pools.mixed(j, a, b, key, factor)  # integer mixes are never scaled
             out.append(mixed)
         else:
             out.append(a)

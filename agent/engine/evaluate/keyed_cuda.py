@@ -118,13 +118,16 @@ __device__ __forceinline__ double block_sum(double v, double* shared) {
     return v;
 }
 
-// out[i] = a[i] + u_i (b[i] - a[i]), u_i uniform in [0, 1) fresh for the seed; a[i] where kept[i]. Computed in float32
-// and held between the two bases (rounding could step past the nearer one). Groups of four elements are visited from a
+// out[i] = scale (a[i] + u_i (b[i] - a[i])), u_i uniform in [0, 1) fresh for the seed; scale a[i] where kept[i]. Computed
+// in float32 and held between the two bases (rounding could step past the nearer one) before the scale: 1 for a plain
+// call, +-keyed.WIDE_SCALE for a wide one, in the same pass (a second pass over a 256 MiB input had cost a tenth of a
+// silu's call and widened the harness's share that the null batch takes off). Groups of four elements are visited from a
 // keyed start (as the projection's are): work a forward leaves running on a stream of its own, in the elements' order,
 // overlaps the harness's kernels only by reading inputs not yet written or writing outputs already read. The last
 // n mod 4 elements are block 0's. `vec`: every pointer is aligned for the group's single access.
 #define MIX(NAME, T, SUFFIX) \
-extern "C" __global__ void NAME(const T* a, const T* b, const unsigned char* kept, T* out, u64 n, u64 seed, u64 vec) { \
+extern "C" __global__ void NAME(const T* a, const T* b, const unsigned char* kept, T* out, u64 n, u64 seed, u64 vec, \
+                                float scale) { \
     const u64 groups = n >> 2; \
     const u64 start = groups ? hash64(seed, n) % groups : 0ull;  /* no division by zero for a tiny tensor */ \
     for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < groups; k += (u64)gridDim.x * blockDim.x) { \
@@ -137,7 +140,7 @@ extern "C" __global__ void NAME(const T* a, const T* b, const unsigned char* kep
         for (int j = 0; j < 4; ++j) { \
             float m = fmaf(u[j], y[j] - x[j], x[j]); \
             m = fminf(fmaxf(m, fminf(x[j], y[j])), fmaxf(x[j], y[j])); \
-            v[j] = (kept != 0 && kept[4 * g + j]) ? x[j] : m; \
+            v[j] = ((kept != 0 && kept[4 * g + j]) ? x[j] : m) * scale; \
         } \
         store4_##SUFFIX(out, g, vec != 0, v); \
     } \
@@ -146,7 +149,7 @@ extern "C" __global__ void NAME(const T* a, const T* b, const unsigned char* kep
         float x = load_##SUFFIX(a, i), y = load_##SUFFIX(b, i); \
         float m = fmaf(uniform(seed, i), y - x, x); \
         m = fminf(fmaxf(m, fminf(x, y)), fmaxf(x, y)); \
-        store_##SUFFIX(out, i, (kept != 0 && kept[i]) ? x : m); \
+        store_##SUFFIX(out, i, ((kept != 0 && kept[i]) ? x : m) * scale); \
     } \
 }
 MIX(keyed_mix_f32, float, f32)
@@ -273,7 +276,8 @@ class Kernels:
     def _launch(self, name: str, n: int, *args: Any) -> None:
         """`n`: the threads' work items (elements, or groups of four for the mix and the projection)."""
         blocks = _blocks(n)
-        c_args = [ctypes.c_void_p(a.data_ptr()) if isinstance(a, torch.Tensor) else ctypes.c_uint64(a) for a in args]
+        c_args = [ctypes.c_void_p(a.data_ptr()) if isinstance(a, torch.Tensor)
+                  else a if isinstance(a, ctypes.c_float) else ctypes.c_uint64(a) for a in args]
         pointers = (ctypes.c_void_p * len(c_args))(*(ctypes.cast(ctypes.byref(a), ctypes.c_void_p) for a in c_args))
         stream = torch.cuda.current_stream().cuda_stream
         result = self._cuda.cuLaunchKernel(self._functions[name], blocks, 1, 1, THREADS, 1, 1, 0,
@@ -282,8 +286,8 @@ class Kernels:
             raise RuntimeError(f"launching the harness's {name} kernel failed (CUDA driver error {result})")
 
     def mix(self, a: torch.Tensor, b: torch.Tensor, seed: int, kept: torch.Tensor | None,
-            out: torch.Tensor | None = None) -> torch.Tensor:
-        """The mix into `out` (a contiguous tensor like a), or into a new tensor."""
+            out: torch.Tensor | None = None, scale: float = 1.0) -> torch.Tensor:
+        """The mix, times `scale`, into `out` (a contiguous tensor like a), or into a new tensor."""
         a, b = a.contiguous(), b.contiguous()
         if out is None:
             out = torch.empty(a.shape, dtype=a.dtype, device=a.device)
@@ -291,7 +295,8 @@ class Kernels:
         kept_ptr: Any = kept if kept is not None else 0
         if kept is not None and kept.dtype != torch.bool:
             raise TypeError("the kept mask must be bool")
-        self._launch(f"keyed_mix_{SUFFIX[a.dtype]}", n // 4, a, b, kept_ptr, out, n, seed, _vector(a, b, out))
+        self._launch(f"keyed_mix_{SUFFIX[a.dtype]}", n // 4, a, b, kept_ptr, out, n, seed, _vector(a, b, out),
+                     ctypes.c_float(scale))
         return out
 
     def project(self, y: torch.Tensor, seed: int, result: int) -> None:

@@ -65,6 +65,27 @@ def test_the_fused_mix_weighs_each_element_afresh_between_the_bases_alike_in_eve
 
 @needs_gpu
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("sign", [1, -1])
+def test_a_wide_calls_fused_mix_is_the_plain_mix_times_its_factor_in_the_same_pass(dtype, sign):
+    # keyed.derive's wide call (one in WIDE_EVERY): the fused kernel scales as it mixes, with no second launch. float32
+    # rounds the product once, as torch's multiply does; the half types round once where the two steps rounded twice.
+    a, b = _pair(1_000_003, dtype, seed=4)
+    bases = [[a.view(-1)], [b.view(-1)]]
+    pools = Pools(3, fused=True)
+    plain = derive(bases, 17, pools, sign=0)[0].clone()
+    wide = derive(bases, 17, pools, sign=sign)[0]
+    expected = plain.float() * (sign * keyed.WIDE_SCALE)
+    if dtype == torch.float32:
+        assert torch.equal(wide, expected)
+    else:
+        # Half a unit in the last place from each rounding: one of the dtype's eps relative at most (plus subnormals').
+        info = torch.finfo(dtype)
+        assert torch.allclose(wide.float(), expected, rtol=info.eps, atol=info.tiny * keyed.WIDE_SCALE)
+    assert torch.equal(derive(bases, 17, pools, sign=0)[0], plain), "a plain call after a wide one is the plain mix"
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_the_harness_kernels_give_the_same_values_whether_or_not_a_tensor_allows_their_wide_accesses(dtype):
     # A view one element in is not aligned for a group's single 16- or 8-byte access: four single accesses instead,
     # the same values in the same order (the two jobs may hold their tensors either way). 1_000_003 leaves a tail.
@@ -187,8 +208,8 @@ def test_the_verdict_says_which_harness_mixed_and_projected_its_timed_calls(devi
     assert verdict.accepted, verdict.message
     expected = "fused GPU kernels (keyed_cuda.py)" if device == "cuda" else "torch ops (not a GPU)"
     assert verdict.timing is not None and verdict.timing.harness.split(";")[0] == expected
-    # And the wide timed calls it made (keyed.py): on the CPU only by default, both signs for a sum.
-    assert ("; one timed call in 8 on its inputs times +100 and -100" in verdict.timing.harness) == (device == "cpu")
+    # And the wide timed calls it made (keyed.py): on every device, both signs for a sum.
+    assert "; one timed call in 8 on its inputs times +100 and -100" in verdict.timing.harness
 
 
 @needs_gpu
