@@ -88,20 +88,9 @@ class Eval:
             at[dim] = picked
             return f"ks_ld(p{self.bases.index(src.source)}[{offset_expr(src, tuple(at))}])"
         if e.op == RESHAPE:
-            # The element's row-major index in the reshaped shape (size-1 dimensions broadcast: coordinate 0),
-            # decomposed in the operand's shape.
             source = e.operands[0]
             inner = coords[len(coords) - len(e.shape):] if e.shape else ()
-            terms, step = [], 1
-            for size, c in reversed(list(zip(e.shape, inner))):
-                if size != 1 and c != "0":
-                    terms.append(c if step == 1 else f"{c} * {step}LL")
-                step *= size
-            flat = f"{self.prefix}f{len(self.names)}_{len(self.lines)}"
-            self.lines.append(f"const long long {flat} = {' + '.join(terms) or '0'};")
-            lines, old = decompose(flat, source.shape, f"{flat}_")
-            self.lines += lines
-            return self.at(source, old)
+            return self.at(source, self._reshaped(inner, e.shape, source.shape))
         if e.op == "tile":
             source = e.operands[0]
             if isinstance(source, float):
@@ -133,6 +122,57 @@ class Eval:
         if e.op == "clamp":
             return ops.UNARY["clamp"](args[0], params)
         return ops.UNARY[e.op](args[0], params)
+
+
+    def _reshaped(self, coords: tuple[str, ...], shape: tuple[int, ...], old_shape: tuple[int, ...]) -> tuple[str, ...]:
+        """The coordinates in `old_shape` of the element at `coords` in its reshape `shape` (size-1 dimensions
+        broadcast: coordinate 0). The dimensions fall into groups of equal extent (reshape_groups); in each, the
+        element's row-major index within the group, decomposed in the old group's shape. A group of one old dimension
+        is that index itself, with no division, and one of one new dimension divides only that coordinate: a
+        GroupNorm's (N, C, H, W) through (N, G, C/G * H * W) divides the channel, which is constant along a row,
+        where one flat index decomposed whole divided every element's (docs/benchmarks.md §14, session 37)."""
+        found = ["0"] * len(old_shape)
+        for new_dims, old_dims in reshape_groups(shape, old_shape):
+            terms, step = [], 1
+            for d in reversed(new_dims):
+                if coords[d] != "0":
+                    terms.append(coords[d] if step == 1 else f"{coords[d]} * {step}LL")
+                step *= shape[d]
+            if len(old_dims) == 1:
+                index = " + ".join(terms) or "0"
+                found[old_dims[0]] = f"({index})" if " " in index else index  # an operand of any operator after
+                continue
+            flat = f"{self.prefix}f{len(self.names)}_{len(self.lines)}"
+            self.lines.append(f"const long long {flat} = {' + '.join(terms) or '0'};")
+            lines, parts = decompose(flat, tuple(old_shape[k] for k in old_dims), f"{flat}_")
+            self.lines += lines
+            for k, part in zip(old_dims, parts):
+                found[k] = part
+        return tuple(found)
+
+
+def reshape_groups(shape: tuple[int, ...], old_shape: tuple[int, ...]) -> list[tuple[list[int], list[int]]]:
+    """The dimensions of a reshape from `old_shape` to `shape` (same number of elements) in groups of equal extent,
+    from the last: each a list of new dimensions and a list of old ones, size-1 dimensions in none."""
+    new = [d for d, size in enumerate(shape) if size != 1]
+    old = [k for k, size in enumerate(old_shape) if size != 1]
+    groups: list[tuple[list[int], list[int]]] = []
+    while new and old:
+        new_dims, old_dims = [new.pop()], [old.pop()]
+        extent, old_extent = shape[new_dims[0]], old_shape[old_dims[0]]
+        while extent != old_extent:
+            if extent < old_extent and new:
+                new_dims.insert(0, new.pop())
+                extent *= shape[new_dims[0]]
+            elif old_extent < extent and old:
+                old_dims.insert(0, old.pop())
+                old_extent *= old_shape[old_dims[0]]
+            else:
+                raise ValueError(f"a reshape from {old_shape} to {shape} changes the number of elements")
+        groups.append((new_dims, old_dims))
+    if new or old:
+        raise ValueError(f"a reshape from {old_shape} to {shape} changes the number of elements")
+    return groups
 
 
 def offset_expr(leaf: Leaf, coords: tuple[str, ...]) -> str:
