@@ -465,6 +465,21 @@ def test_column_reductions_on_the_cpu_walk_each_row_once_for_64_outputs_and_matc
     assert verdict.accepted, (verdict.status, verdict.message)
 
 
+def test_a_cpu_norm_over_channels_reduces_and_normalises_a_tile_of_64_positions_at_a_time(evaluator):
+    """KernelBench's 36_RMSNorm_ on the CPU: a mean over the channels, each element then divided by its position's
+    root. A thread per position read its 64 channels a megabyte apart, twice (0.45x of eager). Now a tile of 64
+    positions walks the channels once for the sums and once for the normalisation, the positions in SIMD lanes where
+    the tile is one run of the last dimension (here tile 0 of every 96; the others cross a row: the table of
+    coordinates)."""
+    source = problem("return x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + 1e-5)", "x|torch.randn(2, 64, 3, 96)")
+    plan = make_plan(trace_graph(evaluator, source))
+    text = candidate_source(plan, variants(plan, "cpu")[0], "cpu")
+    assert text.count("float ks_r_values[64];") == 1 and text.count("const float ks_r_value = ks_r_values[c];") == 2
+    assert text.count("#pragma omp simd\n") == 2  # the sums' run and the normalisation's run
+    verdict = evaluator.evaluate(source, text)
+    assert verdict.accepted, (verdict.status, verdict.message)
+
+
 @pytest.mark.parametrize("name, source", [("columns", COLUMNS), ("long_columns", LONG_COLUMNS)])
 def test_every_variant_of_the_sliced_column_reductions_is_accepted_on_the_gpu(evaluator, name, source):
     assert_every_cuda_variant_accepted(evaluator, source)
