@@ -227,7 +227,8 @@ def optimize_command(args: argparse.Namespace) -> int:
         record = state.turns[-1] if state.turns else None
         if record is not None:
             statuses = ", ".join(_turn_verdict(v) for v in record.verdicts) or "no evaluation"
-            print(f"\nturn {record.turn}: {', '.join(record.tools) or 'no tool call'} -> {statuses} "
+            # Counted from 1, as the run page and the loop's texts count turns (the JSON keeps the 0-based index).
+            print(f"\nturn {record.turn + 1}: {', '.join(record.tools) or 'no tool call'} -> {statuses} "
                   f"(reward {record.reward:g})", file=sys.stderr)
 
     try:

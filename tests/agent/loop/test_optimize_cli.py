@@ -24,11 +24,13 @@ def test_it_prints_one_json_document_with_the_best_verdict(capsys, cache_dir, tm
     trajectory = tmp_path / "run.json"
     code = main(["optimize", PROBLEM, "--policy", "scripted-demo", "--device", "cpu", "--json", "--no-compile-baseline",
                  "--cache-dir", str(cache_dir), "--trajectory", str(trajectory)])
-    out = capsys.readouterr().out
-    outcome = json.loads(out)  # exactly one document: json.loads refuses trailing data
+    printed = capsys.readouterr()
+    outcome = json.loads(printed.out)  # exactly one document: json.loads refuses trailing data
     assert code == 0, outcome
     assert outcome["status"] == "submitted" and outcome["verdict"]["status"] == "accepted"
     assert outcome["best_turn"] == 1 and "ModelNew" in outcome["best_source"]
+    # The progress lines count turns from 1, as the run page does; the JSON keeps the state's 0-based index.
+    assert "\nturn 1: " in printed.err and "\nturn 0: " not in printed.err
     record = json.loads(trajectory.read_text())
     assert record["turn_rewards"][0] == -1.0 and record["final_reward"] >= 1.0
 
