@@ -82,7 +82,7 @@ def candidate_source(plan: Plan, variant: Variant, device: str) -> str:
                  f'                   cuda_sources=KERNEL, functions=["run"], extra_cuda_cflags=["-O3"])')
     else:
         build = (f'_ext = load_inline(name="{name}", cpp_sources=KERNEL, functions=["run"],\n'
-                 f'                   extra_cflags=["-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math"])')
+                 f'                   extra_cflags={cpu_cflags()})')
     return MODULE.format(variant=variant.label, kernel=kernel, build=build, init=state_init(plan.state),
                          forward=_forward(plan, device))
 
@@ -309,7 +309,19 @@ def _cpp(plan: Plan, variant: Variant) -> str:
 
 
 # CPU kernels run on PyTorch's own thread pool (at::parallel_for), not a second OpenMP runtime: two pools
-# of spinning threads on the same cores slow each other down. `omp simd` needs only -fopenmp-simd.
+# of spinning threads on the same cores slow each other down. at::parallel_for with PyTorch's OpenMP backend is a header
+# whose `omp parallel` exists only where _OPENMP is defined: without -fopenmp at compile time every "parallel" loop ran
+# on one thread (GroupNorm's two kernels took the same time with one thread as with two). -fopenmp is a compile flag
+# only: the link adds no libgomp of its own, so GOMP_parallel resolves to the runtime PyTorch ships, through
+# libtorch_cpu (test_codegen.py checks both). `omp simd` needs only -fopenmp-simd.
+CPU_CFLAGS = ("-O3", "-march=native", "-fopenmp", "-fopenmp-simd", "-fno-trapping-math")
+
+
+def cpu_cflags(*more: str) -> str:
+    """The CPU extension's extra_cflags as a Python list literal, for the generated source."""
+    return "[" + ", ".join(f'"{flag}"' for flag in (*CPU_CFLAGS, *more)) + "]"
+
+
 GRAIN = 32768  # elements per task: below this, splitting costs more than it saves
 
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, NamedTuple
 
 from agent.builtin import ops
 from agent.builtin.cexpr import Eval, decompose, offset_expr, trailing_offset_expr
-from agent.builtin.codegen import MODULE, Variant, state_init, tensor_expr
+from agent.builtin.codegen import MODULE, Variant, cpu_cflags, state_init, tensor_expr
 from agent.builtin.graph import REMAPPING, GraphPlan, Kernel, Library, is_data
 from agent.builtin.layout import (CPP_FORMATS, TILE, TILE_ROWS, TO_CHANNELS_LAST, TO_CHANNELS_LAST_CUDA, channels_last,
                                   layout_convolutions, memory_format, tiled_reads)
@@ -224,7 +224,7 @@ def graph_source(plan: GraphPlan, variant: Variant, device: str) -> str:
                  if names else "_ext = None")
     else:
         build = (f'_ext = load_inline(name="{name}", cpp_sources=KERNEL, functions={names!r},\n'
-                 f'                   extra_cflags=["-O3", "-march=native", "-fopenmp-simd", "-fno-trapping-math", "-fno-math-errno"])' if names else "_ext = None")
+                 f'                   extra_cflags={cpu_cflags("-fno-math-errno")})' if names else "_ext = None")
     weights = {}  # a channels-last convolution's weight is made channels-last once, at construction
     if variant.layout == "channels_last":
         weights = {w.source[6:]: memory_format(w.shape) for w in (s.args[1] for s in layout_convolutions(plan))

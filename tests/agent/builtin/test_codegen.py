@@ -62,3 +62,42 @@ def test_the_flat_float4_variant_is_accepted_on_the_gpu(evaluator):
         for variant in variants(plan, "cuda")[::2]:  # flat float4, then scalar with 32-bit indices
             verdict = gpu.evaluate(ODD_ROWS, candidate_source(plan, variant, "cuda"))
             assert verdict.accepted, (variant.label, verdict.status, verdict.message)
+
+
+_THREADS_SEEN = r"""
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <vector>
+
+// How many of PyTorch's threads ran a chunk of an at::parallel_for compiled with the policy's CPU flags.
+int64_t threads_seen(int64_t items) {
+    std::vector<int> ran(at::get_num_threads(), 0);
+    at::parallel_for(0, items, 1, [&](int64_t begin, int64_t end) { ran[at::get_thread_num()] = 1; });
+    int64_t seen = 0;
+    for (int r : ran) seen += r;
+    return seen;
+}
+"""
+
+
+def test_the_policys_cpu_kernels_run_on_pytorchs_own_threads_not_on_one_and_not_on_a_second_openmp(tmp_path):
+    """at::parallel_for under PyTorch's OpenMP backend runs in parallel only where the extension is compiled with
+    -fopenmp (its `omp parallel` is in a header): with -fopenmp-simd alone every kernel ran on one thread. The link
+    must not bring a libgomp of its own: GOMP_parallel resolves to the runtime PyTorch ships."""
+    import subprocess
+
+    import torch
+    from torch.utils.cpp_extension import load_inline
+
+    from agent.builtin.codegen import CPU_CFLAGS
+
+    ext = load_inline(name="ks_test_threads_seen", cpp_sources=_THREADS_SEEN, functions=["threads_seen"],
+                      extra_cflags=list(CPU_CFLAGS), build_directory=str(tmp_path))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert ext.threads_seen(64) == 2
+    finally:
+        torch.set_num_threads(before)
+    needed = subprocess.run(["readelf", "-d", ext.__file__], capture_output=True, text=True, check=True).stdout
+    assert "libtorch_cpu" in needed and "gomp" not in needed, needed  # no second OpenMP runtime beside torch's
