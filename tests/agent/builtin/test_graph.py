@@ -497,6 +497,33 @@ def test_every_variant_of_the_short_rows_is_accepted_on_the_gpu(evaluator):
     assert_every_cuda_variant_accepted(evaluator, SHORT_ROWS)
 
 
+# Reads through a reshape (cexpr.reshape_groups): GroupNorm's split of the channels, a view that merges dimensions and
+# splits them again across a boundary, and a reshape with unit dimensions between groups, on shapes whose groups do
+# not line up with the kernel's rows.
+RESHAPES = {
+    "group_norm": problem("return self.gn(x) * 2.0 + 1.0", "x|torch.randn(3, 12, 7, 33)",
+                          members="self.gn = nn.GroupNorm(4, 12)"),
+    "regroup": problem("y = torch.relu(x).reshape(6, 5, 28)\nreturn (y * y.sum(dim=2, keepdim=True)).reshape(3, 10, 4, 7)",
+                       "x|torch.randn(3, 10, 28)"),
+    "unit_dims": problem("return torch.sigmoid(x.reshape(2, 1, 15, 1, 8)) + x.reshape(2, 1, 15, 1, 8).mean(dim=2, keepdim=True)",
+                         "x|torch.randn(6, 5, 8)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESHAPES))
+def test_cpu_pointwise_kernels_read_through_reshapes_group_by_group(evaluator, name):
+    source = RESHAPES[name]
+    plan = make_plan(trace_graph(evaluator, source))
+    verdict = evaluator.evaluate(source, candidate_source(plan, variants(plan, "cpu")[0], "cpu"))
+    assert verdict.accepted, (verdict.status, verdict.message)
+
+
+@pytest.mark.parametrize("name", sorted(RESHAPES))
+def test_every_variant_reading_through_a_reshape_is_accepted_on_the_gpu(evaluator, name):
+    """The group-by-group reshape mapping is shared by the CUDA kernels (session 37 changed it on the CPU's account)."""
+    assert_every_cuda_variant_accepted(evaluator, RESHAPES[name])
+
+
 @pytest.mark.parametrize("name, source", [("split", SPLIT), ("scans", SCANS), ("norms", NORMS), ("fused", FUSED)])
 def test_split_reductions_and_block_scans_are_accepted_on_the_gpu(tmp_path, name, source):
     """The engine's verdict on the GPU (every output of every timed call checked against PyTorch's)."""
