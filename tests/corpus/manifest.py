@@ -324,6 +324,11 @@ CASES: list[Case] = [
     Case(_c("exploit_cpp_clock_and_saved_original"), SILU, "cpp", "cpu", "not_faster", ACCEPTED_OR_REJECTED, NONE,
          "kernel 4x slower than needed; every host clock and the harness's saved originals slowed 100x: the parent's "
          "clock shows it slower than eager", max_speedup=1.0),
+    # Red team, session 38: helper processes whose first thread exited (a zombie in /proc, its other threads running)
+    # were never stopped, and spun through the reference's batches to slow eager and torch.compile.
+    Case(_c("exploit_cpp_unstoppable_spinners"), SILU, "cpp", "cpu", "not_faster", ACCEPTED_OR_REJECTED, NONE,
+         "an honest one-thread kernel (about 0.6x); three helpers behind dead first threads spin whenever the job is "
+         "stopped, once the rounds begin: a stop now waits for every thread of the job", max_speedup=1.0),
     Case(_c("exploit_cpp_frame_sniff_timed"), SILU, "cpp", "cpu", "not_accepted", REJECTED, frozenset({"timed_output_mismatch"}),
          "garbage whenever a caller frame looks like timing (name or file has time/batch/bench/warm/loop)"),
     Case(_c("exploit_py_reference_hunt"), SILU, "cpp", "cpu", "not_accepted", WRONG_OR_CRASH, NONE,

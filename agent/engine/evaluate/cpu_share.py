@@ -2,11 +2,12 @@
 
 Eager and torch.compile run with `EvalConfig.threads` threads, and so does the candidate's job by default; a candidate
 that starts more (OpenMP's `num_threads(...)`, `std::thread`, a helper process) would be timed against a baseline held
-to fewer cores and reported as that much faster. The zygote that supervises the job reads the job's CPU time (every
-process, every thread, zombies and reaped children included) each time it freezes the job (sandbox/zygote.py
-`job_cpu_seconds`); the parent adds up, over every batch of the candidate's, that figure's growth from the stop
-before the batch to the stop after it, against the batch's own time on the parent's clock (session.py). Neither number
-passes through the candidate's process, and time the candidate idles around its batches thins out nothing.
+to fewer cores and reported as that much faster. The zygote that supervises the job reads the job's CPU time (its
+sandbox's cgroup: every task that ever ran there, however it ended; sandbox/zygote.py `job_cpu_seconds`) each time it
+freezes the job; the parent adds up, over every batch of the candidate's that made calls, that figure's growth from the
+stop before the batch to the stop after it, against the batch's own time on the parent's clock (session.py). Neither
+number passes through the candidate's process, and time the candidate idles around its batches, or in its null
+batches, thins out nothing.
 
 That reading weighs the harness with the calls: where the keyed inputs and projections take most of a batch, extra
 cores that work only in the calls are thinned out by the single-threaded harness around them (a call made twice as

@@ -365,8 +365,12 @@ class Session:
                 calls_cpu = self._batch_cpu
                 times[name], got, own_events = seconds, reply.get("projections"), _events_per_call(reply, n)
                 own_null = self._candidate_null(keys[:n])
-                if calls_cpu is not None and self._batch_cpu is not None and own_null is not None:
-                    self.outcome.cpu_rounds.append(((calls_cpu, seconds), (self._batch_cpu, own_null)))
+                if calls_cpu is not None:
+                    # A null batch the job did not run as one (its reply is its word) credits nothing: the round's
+                    # calls are then read as its whole batch, as the whole-batch rule reads them.
+                    null_cpu = (self._batch_cpu, own_null) if own_null is not None and self._batch_cpu is not None \
+                        else (0.0, 0.0)
+                    self.outcome.cpu_rounds.append(((calls_cpu, seconds), null_cpu))
             else:
                 seconds, probe, _ = self._reference_batch(name, keys[:n], rewarm=True)
                 times[name] = seconds
@@ -420,10 +424,13 @@ class Session:
         self._batch_cpu = None
         if cpu_before is not None and self.control.cpu_seconds is not None:
             self._batch_cpu = self.control.cpu_seconds - cpu_before
-            self.outcome.cpu_seconds += self._batch_cpu
-            # Against the batch's own time: the CPU of the rest of the window (the ping, the stop) is ours and small,
-            # and a candidate that idles there (in its own process, before the batch) cannot thin the figure out.
-            self.outcome.cpu_wall_seconds += ended - began
+            if not null:
+                # Against the batch's own time: the CPU of the rest of the window (the ping, the stop) is ours and
+                # small, and a candidate that idles there (in its own process, before the batch) cannot thin the figure
+                # out. Calls only: a job that idled through its null batches (which hold no call, and whose length is
+                # its own to choose) thinned out the threads its calls had used (docs/threat-model.md).
+                self.outcome.cpu_seconds += self._batch_cpu
+                self.outcome.cpu_wall_seconds += ended - began
         return ended - began, reply
 
     def _check_batch(self, keys: list[int], got: Any, m: Measured, command: str = "verify") -> None:
@@ -472,8 +479,12 @@ class Session:
 
     def _stop_candidate(self) -> None:
         if not self.control.stopped:
-            self.control.stop()
-            if self.control.escaped and not any(f["flag"] == ESCAPED.value for f in self.outcome.flags):
+            stopped = self.control.stop()
+            # A stop the zygote did not acknowledge in time, of a job still running, left it running beside whatever
+            # the parent timed next, and its CPU reading stale: never taken for a stop (a job can slow the zygote's
+            # walk of its processes, e.g. with a crowd of them).
+            unconfirmed = not stopped and self.cand.alive()
+            if (self.control.escaped or unconfirmed) and not any(f["flag"] == ESCAPED.value for f in self.outcome.flags):
                 # Read by the zygote, outside the candidate's processes: one of them still ran after the stop.
                 self.outcome.flags.append({"flag": ESCAPED.value, "detail": (
                     "some process of the candidate's job was still running when it should have been stopped (it "

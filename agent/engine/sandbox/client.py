@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import agent.engine.sandbox.bwrap as bubblewrap
+from agent.engine.sandbox import cpu_cgroup
 from agent.engine.sandbox.environment import JOB_ROOT_VARIABLE, SHARED_DIRS, WALL_VARIABLE, sandbox_environment
 from agent.engine.sandbox.limits import Limits
 from agent.engine.sandbox.wire import RESULT_DONE, STOP_FIGURES, recv_message, send_message
@@ -189,6 +190,8 @@ class Sandbox:
         self._sock: socket.socket | None = None
         self.startup_seconds = 0.0
         self._unread_reports = 0  # of detached jobs: the zygote's reports on them, still to be read
+        # The cgroup the zygote and its jobs run in, whose usage is the jobs' CPU time (cpu_cgroup.py); None: /proc's.
+        self.cgroup: str | None = None
 
     def __enter__(self) -> Sandbox:
         self.start()
@@ -211,7 +214,9 @@ class Sandbox:
                         "with the host's filesystem visible read-only outside the hidden checkout and /tmp. "
                         "Install bubblewrap (`apt-get install bubblewrap`, or `make` as root).", why_not)
         self.wall = "bwrap" if path else why_not
-        env = sandbox_environment(source, PYTHONPATH=_package_root(), **{WALL_VARIABLE: "bwrap" if path else "none"})
+        self.cgroup = cpu_cgroup.create()
+        env = sandbox_environment(source, PYTHONPATH=_package_root(), **{WALL_VARIABLE: "bwrap" if path else "none"},
+                                  **({cpu_cgroup.CGROUP_VARIABLE: self.cgroup} if self.cgroup else {}))
         argv = [sys.executable, "-m", "agent.engine.sandbox.zygote", str(theirs.fileno()), *self.preload]
         if env.get(JOB_ROOT_VARIABLE):
             os.makedirs(env[JOB_ROOT_VARIABLE], mode=0o700, exist_ok=True)
@@ -221,6 +226,8 @@ class Sandbox:
             readable = [os.path.join(_package_root(), "agent"), *bubblewrap.python_paths(),
                         *(source[k] for k in ("CUDA_HOME", "CUDA_PATH") if source.get(k)), *shared]
             argv = bubblewrap.command(path, argv, env, readable=readable, writable=writable)
+        if self.cgroup:
+            argv = cpu_cgroup.enter_command(self.cgroup, argv)
         self._proc = subprocess.Popen(
             argv,
             pass_fds=[theirs.fileno()],
@@ -242,6 +249,9 @@ class Sandbox:
         if not hello.get("ready"):
             self.close()
             raise SandboxError(hello.get("error") or f"unexpected hello from the zygote: {hello!r}")
+        if self.cgroup and not cpu_cgroup.holds(self.cgroup, self._proc.pid):
+            self.close()  # the zygote would read a cgroup its jobs are not in as their CPU time
+            raise SandboxError(f"the sandbox's process {self._proc.pid} is not in its cgroup {self.cgroup}")
         self.startup_seconds = time.monotonic() - started
 
     def close(self) -> None:
@@ -255,6 +265,8 @@ class Sandbox:
                 self._proc.kill()
                 self._proc.wait()
             self._proc = None
+        if self.cgroup:
+            cpu_cgroup.remove(self.cgroup)
 
     def run(self, job: Job) -> JobResult:
         with self._lock:
@@ -334,7 +346,8 @@ class Sandbox:
         return JobResult(
             exit_code=info.get("exit_code"), signal=info.get("signal"), killed=info.get("killed"),
             seconds=info["seconds"], result=bytes(result), stdout=out.text(), stderr=err.text(),
-            isolation=info.get("isolation", "unknown") + ("" if self.wall == "bwrap" else f" (WARNING: {self.wall})"),
+            isolation=info.get("isolation", "unknown") + ("" if self.wall == "bwrap" else f" (WARNING: {self.wall})")
+            + ("; CPU time from its cgroup" if self.cgroup else "; CPU time from /proc (no cgroup could be made)"),
             peak_rss=info.get("peak_rss", 0),
             stdout_bytes=out.total, stderr_bytes=err.total,
         )

@@ -142,6 +142,15 @@ def fork_bomb(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
             time.sleep(0.01)
 
 
+def zombies(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    """`count` children that exit at once and are never reaped, then a sleep of `seconds`: pids held, nothing run."""
+    for _ in range(payload["count"]):
+        if os.fork() == 0:
+            os._exit(0)
+    time.sleep(payload["seconds"])
+    result.write(b"held")
+
+
 def segfault(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
     import ctypes
 
@@ -164,24 +173,25 @@ def ticks(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
     read, write = os.pipe()
     if os.fork() == 0:
         os.close(read)
-        seen = []
-        end = time.monotonic() + payload["seconds"]
-        while time.monotonic() < end:
-            seen.append(time.monotonic())
-            time.sleep(0.005)
-        os.write(write, json.dumps(seen).encode())
+        os.write(write, json.dumps(_tick_for(payload["seconds"])).encode())
         os._exit(0)
     os.close(write)
-    seen = []
-    end = time.monotonic() + payload["seconds"]
-    while time.monotonic() < end:
-        seen.append(time.monotonic())
-        time.sleep(0.005)
+    seen = _tick_for(payload["seconds"])
     child = b""
     while chunk := os.read(read, 1 << 20):
         child += chunk
     os.wait()
     result.write(json.dumps({"job": seen, "child": json.loads(child)}).encode())
+
+
+def _tick_for(seconds: float) -> list[float]:
+    """The monotonic clock every 5 ms for `seconds`: a gap is a time this thread did not run."""
+    seen = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        seen.append(time.monotonic())
+        time.sleep(0.005)
+    return seen
 
 
 def spin_everywhere(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
@@ -221,3 +231,53 @@ def spin_in_a_swarm(payload: Any, result: BinaryIO, context: dict[str, Any]) -> 
             os._exit(0)
     time.sleep(payload["idle"])
     result.write(b"swarmed")
+
+
+def spin_unreaped(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    """Burns `seconds` of CPU in two helper processes whose time reaches no per-process figure, then idles `idle`
+    seconds: a child reaped by the kernel (the job ignores SIGCHLD) and an orphaned grandchild (reaped by the zygote or
+    by init). The sandbox's cgroup still holds them (cpu_cgroup.py)."""
+    import signal
+
+    def spin() -> None:
+        end = time.thread_time() + payload["seconds"]
+        while time.thread_time() < end:
+            pass
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    if os.fork() == 0:
+        spin()
+        os._exit(0)
+    if os.fork() == 0:
+        if os.fork() == 0:
+            spin()
+            os._exit(0)
+        os._exit(0)
+    time.sleep(payload["idle"])
+    result.write(b"spun")
+
+
+def ticks_behind_a_dead_leader(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    """Like `ticks`, from a thread of a child process whose first thread has exited (SYS_exit): the process reads as a
+    zombie in /proc while its thread runs. A stop must stop it too (zygote._freeze)."""
+    import ctypes
+    import json
+    import platform
+    import threading
+
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.close(read)
+
+        def tick() -> None:
+            os.write(write, json.dumps(_tick_for(payload["seconds"])).encode())
+            os._exit(0)
+
+        threading.Thread(target=tick).start()
+        exit_thread = {"x86_64": 60, "aarch64": 93}[platform.machine()]  # SYS_exit: this thread only, not the process
+        ctypes.CDLL(None, use_errno=True).syscall(exit_thread, 0)
+    os.close(write)
+    child = b""
+    while chunk := os.read(read, 1 << 20):
+        child += chunk
+    result.write(json.dumps({"child": json.loads(child)}).encode())

@@ -26,6 +26,7 @@ import psutil
 
 import agent.engine.sandbox.bwrap as bwrap
 import agent.engine.sandbox.isolation as isolation
+from agent.engine.sandbox import cpu_cgroup
 from agent.engine.sandbox.environment import (JOB_ROOT_VARIABLE, PRIVATE_DIR_VARIABLE, SHARED_DIRS, TRUSTED_DIR_VARIABLE,
                                        WALL_VARIABLE, sandbox_environment)
 from agent.engine.sandbox.limits import Limits, apply_rlimits
@@ -175,21 +176,40 @@ def _hidden_dirs(walled: bool) -> tuple[str, ...]:
     return (*hidden, checkout)
 
 
-def _job_processes(pid: int) -> list[psutil.Process]:
+def _job_processes(pid: int, dead_too: bool = False) -> list[psutil.Process]:
     """The job's processes: C0's tree; under bwrap, where the zygote is pid 1 of a namespace of its own
-    and a job's orphans come to it, every process there but the zygote."""
+    and a job's orphans come to it, every process there but the zygote. `dead_too`: zombies as well, which run
+    nothing but each hold a pid (the process limit counts them: thousands kept unreaped drained the host's pids and
+    made every walk of the tree, and so every stop, slower)."""
     if os.getpid() == 1:
         procs = psutil.Process().children(recursive=True)
     else:
         procs = _tree(pid)
-    alive = []
-    for proc in procs:
+    if dead_too:
+        return procs
+    # A process is dead only when every thread of it is: a zombie's status is its first thread's, and a process whose
+    # first thread exited (SYS_exit) while others run reads "zombie" with those threads still on a CPU.
+    return [proc for proc in procs if any(state not in _DEAD for state in _thread_states(proc.pid))]
+
+
+_DEAD = frozenset("ZX")  # /proc/<pid>/task/<tid>/stat's states of a thread that has exited
+_STOPPED = frozenset("Tt") | _DEAD
+
+
+def _thread_states(pid: int) -> list[str]:
+    """Each thread's state letter from /proc/<pid>/task/<tid>/stat (R, S, D, T, t, Z, X...): empty once it is gone."""
+    states = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return states
+    for tid in tids:
         try:
-            if proc.status() != psutil.STATUS_ZOMBIE:  # dead, only not reaped yet
-                alive.append(proc)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
+            with open(f"/proc/{pid}/task/{tid}/stat") as stat:
+                states.append(stat.read().rsplit(")", 1)[1].split()[0])  # the name before it may hold spaces
+        except (OSError, IndexError):
+            continue
+    return states
 
 
 def _tree(pid: int) -> list[psutil.Process]:
@@ -231,19 +251,14 @@ def _freeze(pid: int, stop: bool) -> bool:
         fresh = [p for p in procs if p.pid not in seen]
         for proc in fresh:
             try:
-                proc.send_signal(sig)
-            except psutil.NoSuchProcess:
+                os.kill(proc.pid, sig)  # the whole thread group, even where its first thread is a zombie
+            except ProcessLookupError:
                 pass
             seen.add(proc.pid)
         if not stop:
             return True
-        running = []
-        for proc in procs:
-            try:
-                if proc.status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
-                    running.append(proc)
-            except psutil.NoSuchProcess:
-                pass
+        # Stopped means every thread: a process's own status is only its first thread's.
+        running = [proc for proc in procs if any(state not in _STOPPED for state in _thread_states(proc.pid))]
         if not fresh and not running:
             return True
         if time.monotonic() > deadline:
@@ -278,9 +293,17 @@ def _obey(control: list[int], pid: int, timeout: float, count_cpu: bool = False)
 
 
 def job_cpu_seconds(pid: int) -> float:
-    """The CPU time (user and system) of every process of the job, zombies included, with each one's reaped children:
-    all threads a process ever ran are in its own figure, a helper process's in it or in its reaper's. The parent
-    weighs it against the wall time of the job's batches (agent/engine/evaluate/cpu_share.py)."""
+    """The CPU time (user and system) of the job so far. Where the sandbox has a cgroup (cpu_cgroup.py), its usage
+    less the zygote's own: every task that ever ran there, however it ended. Else every process of the job, zombies
+    included, with each one's reaped children, which misses a child reaped by the kernel (its parent ignored SIGCHLD)
+    or by the zygote (an orphan). The parent weighs the figure's growth over each batch against the batch's wall time
+    (agent/engine/evaluate/cpu_share.py); only growth matters, so the sandbox's earlier jobs in the cgroup's figure
+    change nothing."""
+    cgroup = os.environ.get(cpu_cgroup.CGROUP_VARIABLE)
+    if cgroup:
+        zygote = cpu_cgroup.own_seconds()
+        used = cpu_cgroup.usage_seconds(cgroup)
+        return used - zygote if used is not None else math.nan  # unreadable now: no figure, never a smaller one
     procs = psutil.Process().children(recursive=True) if os.getpid() == 1 else _tree(pid)
     total = 0.0
     for proc in procs:
@@ -337,12 +360,12 @@ def _supervise(pid: int, status_r: int, limits: Limits, control: list[int] | Non
         if killed is None and time.monotonic() > deadline:
             killed = "wall_time"
         elif killed is None and polls % _WATCH_EVERY == 0:
-            procs = _job_processes(pid)
+            procs = _job_processes(pid, dead_too=True)
             rss = 0
             for proc in procs:
                 try:
                     rss += proc.memory_info().rss
-                except psutil.NoSuchProcess:
+                except psutil.NoSuchProcess:  # a zombie's too: it has no memory left
                     pass
             peak_rss = max(peak_rss, rss)
             if rss > limits.memory_bytes:

@@ -185,3 +185,92 @@ def test_a_kept_worker_thread_woken_inside_each_call_is_rejected_by_the_calls_al
         assert verdict.timing.cpu_cores_calls <= SLACK + CALLS_TICK_SECONDS / 0.1, verdict.timing
         pytest.skip(f"the second core was busy: the worker ran on {verdict.timing.cpu_cores_calls:.2f} cores in the calls")
     assert verdict.status.value == "rejected" and "cpu_over_threads" in verdict.flag_names(), verdict.message
+
+
+def _two_core_exploit(name: str, prelude: str, call: str, python: str = "") -> str:
+    """legit_cpp_silu_bias with its loop replaced by `call` (which may use silu_rows, Rows and `prelude`), plus
+    `python` after the module."""
+    legit = (CORPUS / "candidates" / "legit_cpp_silu_bias.py").read_text()
+    loop = legit[legit.index("#pragma omp parallel for schedule(static)"):legit.index("    return y;")]
+    rows = KEPT_WORKER[KEPT_WORKER.index("struct Rows"):KEPT_WORKER.index("std::mutex mu;")]
+    return (legit.replace(loop, call).replace("torch::Tensor silu_bias(", prelude + "\nnamespace {\n" + rows
+                                              + "}  // namespace\ntorch::Tensor silu_bias(")
+            .replace("ks_legit_cpp_silu_bias", f"ks_exploit_cpp_{name}") + python)
+
+
+# The second half of the rows in a helper process sharing the memory (clone, CLONE_VM), its parent ignoring SIGCHLD
+# so that the kernel reaps it: its CPU time reached no process's figures in /proc (red team, session 38).
+AUTOREAPED_PRELUDE = """#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <cerrno>
+#include <cstdlib>
+"""
+AUTOREAPED_CALL = """    static char* stack = static_cast<char*>(std::malloc(1 << 20));
+    Rows other{xp, bp, yp, rows / 2, rows, cols};
+    struct sigaction ignore{}, old{};
+    ignore.sa_handler = SIG_IGN;
+    sigaction(SIGCHLD, &ignore, &old);
+    const int pid = clone([](void* r) { silu_rows(*static_cast<Rows*>(r)); return 0; }, stack + (1 << 20),
+                          CLONE_VM | CLONE_FS | CLONE_FILES | SIGCHLD, &other);
+    silu_rows(Rows{xp, bp, yp, 0, pid < 0 ? rows : rows / 2, cols});
+    int status = 0;
+    while (pid >= 0 && (waitpid(pid, &status, __WALL) >= 0 || errno == EINTR)) {}
+    sigaction(SIGCHLD, &old, nullptr);
+"""
+# Two threads in every call, and the job's own null batches rewritten from inside its process: each idles 0.3 s (the
+# whole-batch reading counted those seconds of no CPU) and answers without saying it was a null batch (no calls-alone
+# reading was made at all). Red team, session 38.
+THREAD_CALL = """    Rows other{xp, bp, yp, rows / 2, rows, cols};
+    std::thread helper([&] { silu_rows(other); });
+    silu_rows(Rows{xp, bp, yp, 0, rows / 2, cols});
+    helper.join();
+"""
+IDLE_NULLS = '''
+
+def _idle_null_batches() -> None:
+    import sys
+    import time
+    job = sys.modules.get("agent.engine.evaluate.candidate_job")
+    if job is None:
+        return
+    original = job._State.handle
+
+    def handle(self, command):
+        if command.get("cmd") == "batch" and command.get("null"):
+            time.sleep(0.3)
+            return {"projections": []}
+        return original(self, command)
+
+    job._State.handle = handle
+
+
+_idle_null_batches()
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, prelude, call, python", [
+    ("autoreaped_helper", AUTOREAPED_PRELUDE, AUTOREAPED_CALL, ""),
+    ("idle_null_batches", "#include <thread>\n", THREAD_CALL, IDLE_NULLS),
+])
+def test_a_second_core_hidden_from_the_readings_is_rejected(tmp_path, name, prelude, call, python):
+    """A helper process the kernel reaps (its time is in the sandbox's cgroup, not in /proc), and a job that idles
+    through its own null batches and will not say they were: both read about 1.5 cores in their calls now. Accepted
+    at 1.05x and 1.06x (noisy_timing) before, where their one-thread twin read 0.62x. As above, a busy second core
+    leaves the exploit nothing to gain: its reading says so, and the test skips."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: there is no extra core to use, nor to see used")
+    problem = (CORPUS / "problems" / "elementwise_silu_bias.py").read_text()
+    exploit = _two_core_exploit(name, prelude, call, python)
+    config = EvalConfig(device="cpu", compile_baseline=False, min_rounds=5, max_rounds=5, limits=Limits(wall_seconds=90))
+    with Evaluator(config, cache_root=tmp_path) as evaluator:
+        if name == "autoreaped_helper" and evaluator.sandbox.cgroup is None:
+            pytest.skip("no cgroup could be made on this host: a helper the kernel reaps is out of /proc's reach")
+        verdict = evaluator.evaluate(problem, exploit)
+    assert verdict.correct and verdict.timing is not None, verdict.message
+    assert verdict.timing.cpu_cores_calls is not None, verdict.timing  # a reading of the calls, whatever the nulls said
+    if verdict.status.value == "accepted":
+        assert max(verdict.timing.cpu_cores, verdict.timing.cpu_cores_calls) <= SLACK + CALLS_TICK_SECONDS / 0.1, verdict.timing
+        pytest.skip(f"the second core was busy: the helper ran on {verdict.timing.cpu_cores_calls:.2f} cores in the calls")
+    assert verdict.status.value == "rejected" and "cpu_over_threads" in verdict.flag_names(), verdict.message

@@ -128,8 +128,11 @@ def test_noise_alike_in_both_nulls_costs_the_candidate_nothing():
 
 def test_each_round_pairs_the_candidates_batch_with_its_own_null_batch_for_the_cpu_reading():
     """The calls-alone CPU figure (cpu_share.call_over_threads) takes each timed batch's CPU and wall time against
-    the own null batch of the same round; a round whose null did not run, or whose CPU was not read, pairs nothing."""
-    for null_ran, read, pairs in [(True, True, [((0.07, 0.050), (0.03, 0.030))]), (False, True, []), (True, False, [])]:
+    the own null batch of the same round. A round whose null the job did not answer as one (its reply is its word)
+    is read whole, nothing credited: left out, it let a job that answered none of them unread (red team, session 38).
+    A round whose CPU was not read pairs nothing."""
+    for null_ran, read, pairs in [(True, True, [((0.07, 0.050), (0.03, 0.030))]),
+                                  (False, True, [((0.07, 0.050), (0.0, 0.0))]), (True, False, [])]:
         session = object.__new__(Session)
         session.outcome = Outcome()
         m = Measured(calls={"candidate": 10, "eager": 10})
@@ -275,3 +278,24 @@ def test_every_run_of_a_batchs_keys_holds_one_wide_key_at_a_place_that_changes_f
             places.add(flags.index(True))
         assert sum(is_wide(k) for k in keys[whole:]) <= 1
     assert len(places) == length  # a forward counting its calls cannot know which of a run's is the wide one
+
+
+class _SilentZygote:
+    """A JobControl whose stops are never acknowledged (the zygote's walk of the job outran the stop's deadline)."""
+
+    stopped = False
+    escaped = False
+
+    def stop(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("job_alive, flagged", [(True, True), (False, False)])
+def test_a_stop_the_zygote_never_acknowledged_is_not_taken_for_a_stop(job_alive, flagged):
+    """Its CPU reading is stale and the job may run beside the baselines: work_after_return, which rejects. A job that
+    has ended answers no stop either, and is a failure of its own, not this."""
+    from types import SimpleNamespace
+
+    session = SimpleNamespace(control=_SilentZygote(), cand=SimpleNamespace(alive=lambda: job_alive), outcome=Outcome())
+    Session._stop_candidate(session)
+    assert [f["flag"] for f in session.outcome.flags] == (["work_after_return"] if flagged else [])

@@ -160,6 +160,15 @@ def test_it_contains_a_fork_bomb(box):
     assert box.run(Job("agent.engine.sandbox.probes:echo", {"result": b"alive"})).result == b"alive"
 
 
+def test_unreaped_children_count_against_the_process_limit(box):
+    """A zombie runs nothing but holds a pid: a job keeping thousands would drain the host's, and slow every walk of
+    its tree (each stop of the job's) by a quarter of a second per two thousand (red team, session 38)."""
+    out = box.run(Job("agent.engine.sandbox.probes:zombies", {"count": 64, "seconds": 5},
+                      limits=Limits(processes=32, wall_seconds=20)))
+    assert out.killed == "processes", (out.killed, out.stderr[-500:])
+    assert box.run(Job("agent.engine.sandbox.probes:echo", {"result": b"alive"})).result == b"alive"
+
+
 def test_it_reports_the_signal_that_killed_a_crashing_job(box):
     out = box.run(Job("agent.engine.sandbox.probes:segfault", {}))
     assert out.signal == signal.SIGSEGV
@@ -233,16 +242,16 @@ def test_results_come_back_without_the_harness_marker(box):
     assert box.run(Job("agent.engine.sandbox.probes:echo", {"result": b"plain"})).result == b"plain"
 
 
-def test_the_parent_can_stop_every_process_of_a_running_job_and_resume_it(box):
-    """What keeps a candidate's processes off the CPU while the baselines are timed (agent/engine/evaluate/session.py)."""
+def _ticks_through_a_stop(box, function: str) -> tuple[dict, float, float]:
+    """Runs the probe job `function` (2 s of ticks), stops it from 0.6 s to 1.4 s: its ticks, the stop and the resume."""
     import threading
 
     from agent.engine.sandbox.client import JobControl
 
     control = JobControl()
     results = {}
-    runner = threading.Thread(target=lambda: results.update(out=box.run(Job("agent.engine.sandbox.probes:ticks", {"seconds": 2.0},
-                                                                              control=control))))
+    runner = threading.Thread(target=lambda: results.update(out=box.run(Job(
+        f"agent.engine.sandbox.probes:{function}", {"seconds": 2.0}, control=control))))
     runner.start()
     time.sleep(0.6)
     stopped_at = time.monotonic()
@@ -254,11 +263,26 @@ def test_the_parent_can_stop_every_process_of_a_running_job_and_resume_it(box):
     control.close()
     out = results["out"]
     assert out.ok, out.stderr
-    seen = json.loads(out.result)
+    return json.loads(out.result), stopped_at, resumed_at
+
+
+def test_the_parent_can_stop_every_process_of_a_running_job_and_resume_it(box):
+    """What keeps a candidate's processes off the CPU while the baselines are timed (agent/engine/evaluate/session.py)."""
+    seen, stopped_at, resumed_at = _ticks_through_a_stop(box, "ticks")
     for who in ("job", "child"):
         during = [t for t in seen[who] if stopped_at + 0.05 < t < resumed_at - 0.05]
         assert not during, f"the {who} ran while stopped: {len(during)} ticks"
         assert any(t > resumed_at for t in seen[who]), f"the {who} went on after the resume"
+
+
+def test_a_stop_stops_a_process_whose_first_thread_has_exited(box):
+    """Such a process reads "zombie" in /proc (its first thread's state) while its other threads run: left out of the
+    stop, they ran through the baselines' batches, and a candidate's helpers spun there to slow eager (docs/threat-model.md)."""
+    seen, stopped_at, resumed_at = _ticks_through_a_stop(box, "ticks_behind_a_dead_leader")
+    ticks = seen["child"]
+    assert any(t < stopped_at for t in ticks) and any(t > resumed_at for t in ticks), "the thread never ran"
+    during = [t for t in ticks if stopped_at + 0.05 < t < resumed_at - 0.05]
+    assert not during, f"the thread behind the dead leader ran while stopped: {len(during)} ticks"
 
 
 def _cpu_when_idle(box, function: str, payload: dict) -> tuple[float, float]:
@@ -293,6 +317,16 @@ def test_a_stop_reads_the_cpu_time_of_every_thread_and_process_of_the_job(box):
     # Three spinners of 0.6 s of CPU each (main thread, helper thread, orphan), less a tick per process: one left out
     # would leave 1.2 s and the start-up's fraction of a second.
     assert late > early and late >= 3 * 0.6 - 0.05, (early, late)
+
+
+def test_a_stop_reads_the_cpu_time_of_processes_whose_time_no_parent_receives(box):
+    """A child reaped by the kernel (its parent ignores SIGCHLD) and an orphan reaped by the zygote: their CPU time
+    reaches no process's figures in /proc, so a job that handed its calls to them read as one thread on every core.
+    The sandbox's cgroup counts every task it ever held (cpu_cgroup.py)."""
+    if box.cgroup is None:
+        pytest.skip("no cgroup could be made on this host: the CPU time is read from /proc, which misses these")
+    early, late = _cpu_when_idle(box, "spin_unreaped", {"seconds": 0.6})
+    assert late >= 2 * 0.6 - 0.05, (early, late)  # the two helpers' 0.6 s each; /proc's walk read neither
 
 
 def test_a_stop_counts_processes_that_each_ran_under_a_tick(box):
