@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import agent.engine.sandbox.bwrap as bubblewrap
-from agent.engine.sandbox import cpu_cgroup
+import agent.engine.sandbox.cpu_cgroup as cpu_cgroup
 from agent.engine.sandbox.environment import JOB_ROOT_VARIABLE, SHARED_DIRS, WALL_VARIABLE, sandbox_environment
 from agent.engine.sandbox.limits import Limits
 from agent.engine.sandbox.wire import RESULT_DONE, STOP_FIGURES, recv_message, send_message

@@ -26,7 +26,7 @@ import psutil
 
 import agent.engine.sandbox.bwrap as bwrap
 import agent.engine.sandbox.isolation as isolation
-from agent.engine.sandbox import cpu_cgroup
+import agent.engine.sandbox.cpu_cgroup as cpu_cgroup
 from agent.engine.sandbox.environment import (JOB_ROOT_VARIABLE, PRIVATE_DIR_VARIABLE, SHARED_DIRS, TRUSTED_DIR_VARIABLE,
                                        WALL_VARIABLE, sandbox_environment)
 from agent.engine.sandbox.limits import Limits, apply_rlimits
@@ -187,9 +187,19 @@ def _job_processes(pid: int, dead_too: bool = False) -> list[psutil.Process]:
         procs = _tree(pid)
     if dead_too:
         return procs
-    # A process is dead only when every thread of it is: a zombie's status is its first thread's, and a process whose
-    # first thread exited (SYS_exit) while others run reads "zombie" with those threads still on a CPU.
-    return [proc for proc in procs if any(state not in _DEAD for state in _thread_states(proc.pid))]
+    return [proc for proc, _ in _live_threads(procs)]
+
+
+def _live_threads(procs: list[psutil.Process]) -> list[tuple[psutil.Process, list[str]]]:
+    """Each live process of `procs` with its threads' states. A process is dead only when every thread of it is: a
+    zombie's status is its first thread's, and a process whose first thread exited (SYS_exit) while others run reads
+    "zombie" with those threads still on a CPU."""
+    found = []
+    for proc in procs:
+        states = _thread_states(proc.pid)
+        if any(state not in _DEAD for state in states):
+            found.append((proc, states))
+    return found
 
 
 _DEAD = frozenset("ZX")  # /proc/<pid>/task/<tid>/stat's states of a thread that has exited
@@ -247,8 +257,10 @@ def _freeze(pid: int, stop: bool) -> bool:
     seen: set[int] = set()
     deadline = time.monotonic() + 2.0
     while True:
-        procs = [p for p in _job_processes(pid) if p.pid != os.getpid()]
-        fresh = [p for p in procs if p.pid not in seen]
+        # Each thread's state read once per scan: where the scan signals no new process, they are the states after
+        # every signal sent, and where it does, another scan follows anyway.
+        procs = [(p, states) for p, states in _live_threads(_job_processes(pid, dead_too=True)) if p.pid != os.getpid()]
+        fresh = [p for p, _ in procs if p.pid not in seen]
         for proc in fresh:
             try:
                 os.kill(proc.pid, sig)  # the whole thread group, even where its first thread is a zombie
@@ -258,7 +270,7 @@ def _freeze(pid: int, stop: bool) -> bool:
         if not stop:
             return True
         # Stopped means every thread: a process's own status is only its first thread's.
-        running = [proc for proc in procs if any(state not in _STOPPED for state in _thread_states(proc.pid))]
+        running = [p for p, states in procs if any(state not in _STOPPED for state in states)]
         if not fresh and not running:
             return True
         if time.monotonic() > deadline:
