@@ -71,6 +71,22 @@ def reference(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
     write_result(result, {"ended_at": time.monotonic()})
 
 
+def _outputs_described(reader: TensorFileReader, refs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The candidate's outputs of one call as host mappings (read onto the device in pieces by the comparison), only
+    where each is the reference's output in number, shape and dtype; any other is a meta tensor of what the layout
+    claims, which the comparison fails on its shape, dtype or count without reading a byte. So entries that the
+    candidate's job described, however many and however large, map nothing the reference's outputs would not."""
+    count = reader.count("out")
+    if count != len(refs):
+        return [torch.empty(0, device="meta")] * count  # judged by their number alone
+    got: list[torch.Tensor] = []
+    for i, ref in enumerate(refs):
+        dtype, shape = reader.described(("out", i))
+        same = shape == list(ref.shape) and dtype == ref.dtype
+        got.append(reader.get(("out", i)) if same else torch.empty(shape, dtype=dtype, device="meta"))
+    return got
+
+
 def _put_values(writer: TensorFileWriter, prefix: str, values: list[Any]) -> list[Any]:
     """Tensors into the exchange file (key [prefix, position]); what is not a tensor (a scalar get_inputs()
     returns, a list of ints) goes as a JSON value: [{"tensor": true} or {"value": v}, ...]."""
@@ -251,8 +267,9 @@ class _State:
             if layout is None:
                 return {"outputs": shapes, "returns_sequence": isinstance(raw, (tuple, list)), "constants": constants}
             try:
-                got = TensorFileReader(self.outputs_fd, layout).tensors("out")  # host mappings, read onto the device in pieces
-            except ValueError as exc:
+                got = _outputs_described(TensorFileReader(self.outputs_fd, layout), refs)
+            except (ValueError, TypeError, OverflowError, OSError, RuntimeError, MemoryError) as exc:
+                # The layout is the candidate's word: whatever in it cannot be read is its failure, never this job's.
                 return {"outputs": shapes, "constants": constants, "comparison": {"passed": False,
                         "max_abs_error": float("inf"), "max_rel_error": float("inf"), "atol": 0.0, "rtol": 0.0,
                         "mismatched": 0, "numel": 0, "note": f"the candidate's outputs could not be read: {exc}"}}

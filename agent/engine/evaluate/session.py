@@ -149,6 +149,10 @@ class Session:
         # the bounds too, and the candidate's calls are checked from the eager batch on the same keys (_round).
         self._eager_checks = False
         self._batch_cpu: float | None = None  # the candidate's last batch's CPU seconds, as the zygote read them
+        # Past the checked calls every shape the candidate is timed on has been called once (each input variant is a
+        # checked call), so an extension asked for then is no lazy build: it would start the evaluation again, with
+        # the batches not yet checked dropped and after the job has seen its own times (_receive_cand).
+        self._checks_done = False
         self.outcome = Outcome()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kstudio-job")
         self.control = JobControl()
@@ -179,6 +183,7 @@ class Session:
             if ready:
                 t0 = time.monotonic()
                 self._checked_calls()
+                self._checks_done = True
                 out.seconds["checks"] = time.monotonic() - t0
                 # Timing only where the checks left a verdict open: wrong outputs, or a finding that already rejects
                 # (e.g. the op census in the checked calls), decide it, and a figure would only spend the turn's time.
@@ -348,7 +353,7 @@ class Session:
     def _round(self, models: list[str], m: Measured, probes: list[float], flip: bool) -> None:
         """One round: the candidate's batch and each baseline's, each with its null batch, checked."""
         n_cand = m.calls["candidate"]
-        keys = _keys(max(n_cand, *(m.calls[x] for x in models)), run=n_cand)
+        keys = _keys(max(n_cand, *(m.calls[x] for x in models)))
         order = ["candidate", *models]
         if flip:
             order.reverse()
@@ -564,6 +569,12 @@ class Session:
             self._take_flags(exc.reply)
             kind = exc.reply.get("kind") if exc.reply.get("kind") in ("build_error", "runtime_error", "unbuilt") \
                 else "runtime_error"
+            if kind == "unbuilt" and self._checks_done:
+                # A restart would drop the batches not yet checked and let the job keep whichever session's times it
+                # liked best (the third red team's w2): the candidate's own failure instead.
+                self._fail("runtime_error", "the candidate asked for a new extension after its checked calls, in which it "
+                                            "had already been called on every input shape it is timed on; build every "
+                                            f"extension by the first call of each shape: {exc}")
             if kind == "unbuilt":
                 specs = exc.reply.get("specs")
                 self.outcome.unbuilt = [s for s in specs if isinstance(s, dict)][:8] if isinstance(specs, list) else []
@@ -606,18 +617,20 @@ class _CandidateFailed(Exception):
     """The candidate's job failed or stopped answering; Outcome.failure says how."""
 
 
-def _keys(n: int, run: int | None = None) -> list[int]:
-    """n fresh keys in runs of `run` (default: n, at most WIDE_EVERY), each run with exactly one wide key (keyed.is_wide)
-    at a random place; a last, shorter run holds its wide key with the chance of its length. So a batch of `run` keys or
-    more always has one, and every batch over the same keys the same share of them: a round's batches all take their
-    keys from one such list, whose runs are the candidate's batch (or WIDE_EVERY) long, so that no baseline is timed on
-    fewer wide calls than the candidate. A forward counting its calls cannot tell which of a run's is the wide one.
-    Whether a wide key is a wide call is the problem's (keyed.wide_sign): where the reference allows no sign, none is."""
-    run = max(1, min(WIDE_EVERY, n if run is None else run))
+def _keys(n: int) -> list[int]:
+    """n fresh keys in runs of WIDE_EVERY, each run with exactly one wide key (keyed.is_wide) at a random place; a last,
+    shorter run (a batch of fewer calls among them) holds its wide key with the chance of its length over WIDE_EVERY.
+    So every batch over such a list, however long, has one wide call in WIDE_EVERY, exactly where it holds whole runs
+    and on average otherwise: a round's batches all take their keys from one list, and a baseline's batch that is no
+    shorter than the candidate's holds every wide key the candidate's does. No job's batch size sets the share: runs
+    as long as the candidate's batch once made every call wide, the baselines' too, for a candidate that slowed its
+    warm-up to be timed in batches of one call, on a kernel fast only on large inputs (the third red team's w1). A
+    forward counting its calls cannot tell which of a run's is the wide one. Whether a wide key is a wide call is the
+    problem's (keyed.wide_sign): where the reference allows no sign, none is."""
     keys: list[int] = []
-    for start in range(0, n, run):
-        slot = secrets.randbelow(run)
-        keys += [_key(wide=i == slot) for i in range(min(run, n - start))]
+    for start in range(0, n, WIDE_EVERY):
+        slot = secrets.randbelow(WIDE_EVERY)
+        keys += [_key(wide=i == slot) for i in range(min(WIDE_EVERY, n - start))]
     return keys
 
 

@@ -24,6 +24,7 @@ _DTYPES = {str(d): d for d in (torch.float64, torch.float32, torch.float16, torc
                                torch.complex128, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
                                torch.bool)}
 _MAX_ENTRIES = 100_000
+_MAX_EXTENT = 1 << 62  # the product of a shape's non-zero dimensions: torch's sizes are int64
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux only; elsewhere pages fault in as usual
 
 Key = tuple[Any, ...]
@@ -95,6 +96,18 @@ class TensorFileReader:
 
     def keys(self) -> list[Key]:
         return list(self._entries)
+
+    def count(self, *prefix: Any) -> int:
+        """How many entries prefix + (0,), prefix + (1,), ... there are, up to the first gap; nothing is mapped."""
+        n = 0
+        while (*prefix, n) in self._entries:
+            n += 1
+        return n
+
+    def described(self, key: Key) -> tuple[torch.dtype, list[int]] | None:
+        """An entry's dtype and shape as its writer described them, or None; nothing is mapped."""
+        entry = self._entries.get(tuple(key))
+        return None if entry is None else (entry[0], list(entry[1]))
 
     def has(self, key: Key) -> bool:
         return tuple(key) in self._entries
@@ -169,11 +182,14 @@ def _checked_layout(layout: Any, size: int) -> dict[Key, tuple[torch.dtype, list
             raise TensorFileError(f"malformed tensor layout entry {entry!r}: {exc}") from exc
         if not all(isinstance(k, (str, int)) for k in key):
             raise TensorFileError(f"entry key {entry['key']!r} is not a list of strings and integers")
-        numel = 1
+        numel, extent = 1, 1
         for n in shape:
             if n < 0:
                 raise TensorFileError(f"negative dimension in {entry!r}")
             numel *= n
+            extent *= max(n, 1)
+        if extent >= _MAX_EXTENT:  # torch cannot even describe it, though an empty one holds no byte
+            raise TensorFileError(f"entry {key} has a shape no tensor can have: {shape}")
         if numel * _itemsize(dtype) != nbytes:
             raise TensorFileError(f"entry {key} claims {nbytes} bytes for shape {shape} of {dtype}")
         if offset < 0 or offset % _ALIGN or offset + nbytes > size:

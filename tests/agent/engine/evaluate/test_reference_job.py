@@ -88,3 +88,65 @@ def test_a_wide_call_takes_only_the_signs_that_keep_the_references_outputs_finit
     state.payload = {"wide_calls": True}
     state.inputs = {0: [torch.arange(64)], 1: [torch.arange(64) + 1]}  # indices only: nothing to scale
     assert state._wide_signs() == []
+
+
+def _memfd_with(tensor: torch.Tensor, size: int) -> tuple[int, list[dict]]:
+    import os
+
+    from agent.engine.evaluate.tensor_file import TensorFileWriter
+
+    fd = os.memfd_create("outputs")
+    os.ftruncate(fd, size)
+    writer = TensorFileWriter(fd)
+    writer.put(["out", 0], tensor)
+    return fd, writer.layout
+
+
+def _whole_file(key: list, size: int) -> dict:
+    return {"key": key, "shape": [size], "dtype": "torch.uint8", "offset": 0, "nbytes": size}
+
+
+@pytest.mark.parametrize("claim, note", [
+    # Eight more outputs than the reference has, each the whole file: mapped one by one, they once took the reference's
+    # job past its address-space limit, and its death read as the engine's own lack of memory (a wrong candidate's
+    # "incorrect" turned into "capacity"; the third red team's h1).
+    (lambda layout, size: layout + [_whole_file(["out", 1 + j], size) for j in range(8)], "expected 1 output tensor(s), got 9"),
+    # Its one output described as something else, as large as the file.
+    (lambda layout, size: [_whole_file(["out", 0], size)], "expected shape (64, 64) torch.float32, got"),
+    # An empty output of a shape torch cannot make: torch.empty raised TypeError, the reference's job died, and the
+    # evaluation ended as the problem's failure (h1b).
+    (lambda layout, size: layout + [{"key": ["out", 1], "shape": [0, 2 ** 64], "dtype": "torch.float32", "offset": 0,
+                                     "nbytes": 0}], "a shape no tensor can have"),
+])
+def test_what_a_candidate_claims_about_its_outputs_fails_its_comparison_and_maps_nothing_the_reference_has_not(
+        monkeypatch, claim, note):
+    import os
+
+    from agent.engine.evaluate.tensor_file import TensorFileReader
+
+    state = _state("cpu")
+    x = torch.randn(64, 64)
+    state.model, state.inputs, state.tolerances, state.rejudge = (lambda t: t * 2), {0: [x]}, (None, None), False
+    size = 4 << 20
+    fd, layout = _memfd_with(x * 2, size)
+    state.outputs_fd = fd
+    mapped: list[tuple] = []
+    real_get = TensorFileReader.get
+
+    def get(self, key):
+        found = real_get(self, key)
+        if found is not None and found.device.type != "meta":
+            mapped.append(tuple(key))
+        return found
+
+    monkeypatch.setattr(TensorFileReader, "get", get)
+    try:
+        honest = state.compare(0, layout)
+        assert honest["comparison"]["passed"] and mapped == [("out", 0)]
+        mapped.clear()
+        forged = state.compare(0, claim(layout, size))
+    finally:
+        os.close(fd)
+    assert not forged["comparison"]["passed"]
+    assert note in forged["comparison"]["note"]
+    assert mapped == [], "nothing the reference's outputs are not is mapped"
