@@ -33,6 +33,7 @@ class ParentEnd:
         # (the verdict's `seconds`), never evidence of speed.
         self.ledger: dict[str, float] = {}
         self._pending: tuple[str, float] | None = None
+        self.last_command: str | None = None  # the name of the command sent last: the one the next reply answers
 
     def job_fds(self) -> tuple[int, int]:
         return self._commands[0], self._replies[1]
@@ -50,7 +51,8 @@ class ParentEnd:
         except OSError as exc:
             raise ChannelError("the job is gone: its command pipe is closed") from exc
         sent = time.perf_counter()
-        self._pending = (str(command.get("cmd")), sent)
+        self.last_command = str(command.get("cmd"))
+        self._pending = (self.last_command, sent)
         return sent
 
     def receive(self, seconds: float) -> tuple[dict[str, Any], float]:

@@ -348,6 +348,7 @@ class Evaluator:
                 try:
                     outcome = session.run(profile=cfg.profile and not ncu)
                 except ProblemFailed as exc:
+                    self._keep_protocol_pages(session, outputs, exchange)
                     if not _out_of_memory(str(exc), session.outcome.reference_job):
                         raise ProblemError(f"the reference problem failed: {exc}") from exc
                     # Beside the candidate's job the plan's estimate can fall short (seen on the H100: KernelBench's
@@ -362,6 +363,7 @@ class Evaluator:
                         f"footprint: {_footprint_text(plan_)}; limit: {_limit_text(plan_)}): the engine's limit, not the "
                         f"candidate's failure\n{exc}", 6000), device=cfg.device, memory=plan_.to_dict(),
                         seconds={**seconds, "session": time.monotonic() - t0, "total": time.monotonic() - started})
+                self._keep_protocol_pages(session, outputs, exchange)
             if outcome.failure is not None and outcome.failure[0] == "unbuilt":
                 # Its job asked for extensions the build step never saw (made in __init__ or forward): built here by the
                 # trusted side like any other, read for what they call (_native_calls), and the evaluation starts again.
@@ -495,6 +497,12 @@ class Evaluator:
                                        self._reference_payload(problem_source, cfg, plan), self._job_env(cfg), exchange)
             except ProblemFailed as exc:
                 raise ProblemError(f"the reference problem failed: {exc}") from exc
+
+    def _keep_protocol_pages(self, session: Session, outputs: int, exchange: int) -> None:
+        """The pages of the lent files that the session saw the protocol need stay for the next evaluation's writes
+        (zeroed); the pool frees the rest, whatever the jobs wrote there (file_pool.py)."""
+        self.output_files.keep_pages(outputs, session.needed["outputs"])
+        self.output_files.keep_pages(exchange, session.needed["exchange"])
 
     def run_problem_job(self, job: str, problem_source: str, *, doing: str, seconds: float = 120.0) -> dict[str, Any]:
         """Runs a job of a caller's own code on the problem (`job` is "module:function", e.g. the built-in policy's

@@ -1,15 +1,26 @@
-"""Reusable memfds for the candidate's outputs, one per evaluation in flight.
+"""Reusable memfds for the files the jobs hand tensors through (tensor_file.py), one pair per evaluation in flight.
 
 A fresh memfd's pages are allocated and zeroed as the candidate's job first writes them: on the lent H100
 box (a virtual machine) that cost ~200 ms per 256 MiB output, against ~40 ms for writing pages the file
 already has (benchmarks/probes/checked_call_probe.py, docs/benchmarks.md §3), about 1.4 s of a hit turn with
-seven H100-sized outputs. So an Evaluator keeps its output files between evaluations. Before a file is lent
-again, every page it holds is zeroed: the next candidate (perhaps another user's) must not read what the
-last one wrote. Zeroing runs in a thread of its own after the evaluation, off the turn's critical path; an
-evaluation that finds no clean file meanwhile gets a fresh one.
+seven H100-sized outputs. So an Evaluator keeps its files between evaluations, with the pages the protocol
+needed in them. Before a file is lent again, every page it holds is zeroed: the next candidate (perhaps
+another user's) must not read what the last one wrote. Zeroing runs in a thread of its own after the
+evaluation, off the turn's critical path; an evaluation that finds no clean file meanwhile gets a fresh one.
+
+Only the pages the protocol needed are kept (`keep_pages`, from what the session saw written there): every page
+past them is freed at once when the evaluation's block ends (`fallocate(FALLOC_FL_PUNCH_HOLE)`, about 0.14 s per
+GiB held on the dev box), before the verdict. A job can write anywhere in these files through a shared mapping,
+which its file-size rlimit does not stop and whose pages leave its resident memory once unmapped: zeroed and kept,
+such pages stayed outside every limit between evaluations and were zeroed extent by extent while the next
+evaluation was timed (the third red team's h3: 1 GiB written sparsely into each file, zeroed for 11.7 s after the
+verdict). Where holes cannot be punched the file is closed instead, which frees its pages as well.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import errno
 import mmap
 import os
 import threading
@@ -23,6 +34,15 @@ import agent.engine.evaluate.tensor_file as tensor_file
 # Clean files kept for later evaluations: enough for the evaluations one worker runs at once.
 KEEP = 2
 _CHUNK = 64 << 20  # zeroed through one mapping at a time, so scrubbing never maps gigabytes at once
+# linux/falloc.h: free a range's pages, the file's size unchanged (it is sealed at its size anyway).
+FALLOC_FL_KEEP_SIZE = 0x01
+FALLOC_FL_PUNCH_HOLE = 0x02
+_HUGE_PAGE = 2 << 20  # kept ranges end on one: shmem may back a file with transparent huge pages
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+_fallocate = getattr(_libc, "fallocate", None)
+if _fallocate is not None:
+    _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    _fallocate.restype = ctypes.c_int
 
 
 class FilePool:
@@ -33,6 +53,7 @@ class FilePool:
         self._scrubbers: list[threading.Thread] = []
         self._closed = False
         self._owned = 0  # files made and not yet closed: lent, being zeroed or clean
+        self._keep: dict[int, int] = {}  # lent fd -> how many of its first bytes the protocol needed (keep_pages)
 
     @contextmanager
     def lend(self, capacity: int) -> Iterator[int]:
@@ -41,10 +62,24 @@ class FilePool:
         try:
             yield fd
         finally:
-            scrubber = threading.Thread(target=self._give_back, args=(fd, capacity), name="kstudio-scrub", daemon=True)
             with self._lock:
-                self._scrubbers = [t for t in self._scrubbers if t.is_alive()] + [scrubber]
-            scrubber.start()
+                keep = self._keep.pop(fd, 0)
+            try:
+                free_past(fd, keep)
+            except OSError:
+                self._discard(fd)  # closed: that frees its pages too
+            else:
+                scrubber = threading.Thread(target=self._give_back, args=(fd, capacity), name="kstudio-scrub",
+                                            daemon=True)
+                with self._lock:
+                    self._scrubbers = [t for t in self._scrubbers if t.is_alive()] + [scrubber]
+                scrubber.start()
+
+    def keep_pages(self, fd: int, nbytes: int) -> None:
+        """The first `nbytes` of a lent file are what the protocol wrote there: when its block ends they are zeroed and
+        kept for the next evaluation's writes, and every page past them is freed (default: none kept)."""
+        with self._lock:
+            self._keep[fd] = max(0, nbytes)
 
     def _take(self, capacity: int) -> int:
         with self._lock:
@@ -107,6 +142,20 @@ class FilePool:
                 os.close(fd)
             self._owned -= len(self._clean)
             self._clean.clear()
+
+
+def free_past(fd: int, keep: int) -> None:
+    """Free every page of the file past its first `keep` bytes (rounded up to a huge page): they read as zeros after.
+    OSError where the file system cannot punch holes."""
+    size = os.fstat(fd).st_size
+    start = min(size, -(-keep // _HUGE_PAGE) * _HUGE_PAGE)
+    if start >= size:
+        return
+    if _fallocate is None:
+        raise OSError(errno.EOPNOTSUPP, "this C library has no fallocate")
+    if _fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, size - start) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"freeing the file's pages failed: {os.strerror(code)}")
 
 
 def scrub(fd: int) -> None:

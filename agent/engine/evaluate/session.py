@@ -21,6 +21,7 @@ one command at a time (channel.py):
 from __future__ import annotations
 
 import math
+import os
 import secrets
 import signal
 import time
@@ -28,11 +29,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import agent.engine.evaluate.tensor_file as tensor_file
 from agent.engine.evaluate.channel import ChannelError, JobFailed, ParentEnd
 from agent.engine.evaluate.config import EvalConfig
 from agent.engine.evaluate.keyed import WIDE_EVERY, agree, is_wide
 from agent.engine.evaluate.plan import VARIANT
 from agent.engine.evaluate.progress import SILENT, Progress
+from agent.engine.memory_text import size_text
 from agent.engine.sandbox.client import Job, JobControl, JobResult, Sandbox
 from agent.engine.sandbox.limits import Limits
 from agent.engine.verdict import REJECTING_FLAGS, Flag
@@ -153,6 +156,14 @@ class Session:
         # checked call), so an extension asked for then is no lazy build: it would start the evaluation again, with
         # the batches not yet checked dropped and after the job has seen its own times (_receive_cand).
         self._checks_done = False
+        # The two files both jobs hand tensors through, and the most each may hold: what the protocol put there so far
+        # (_hold_files_to_the_protocol). Pages written through a mapping count in no process's resident memory.
+        self._files = {"exchange": exchange_fd, "outputs": outputs_fd}
+        self._file_sizes = {name: os.fstat(fd).st_size for name, fd in self._files.items()}
+        self.needed = {"exchange": 0, "outputs": 0}
+        # A file from the evaluator's pool comes with the zeroed pages an earlier evaluation's protocol needed
+        # (file_pool.keep_pages): those are no more this candidate's doing than the protocol's own writes.
+        self._held_at_start = {name: tensor_file.held_bytes(fd) for name, fd in self._files.items()}
         self.outcome = Outcome()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kstudio-job")
         self.control = JobControl()
@@ -495,6 +506,8 @@ class Session:
                     "some process of the candidate's job was still running when it should have been stopped (it "
                     "forked faster than the sandbox could freeze it), so it could run while the baselines were timed: "
                     "do all work inside forward, in the job's own process, without forking")})
+            if stopped:
+                self._hold_files_to_the_protocol()  # frozen: what it holds there now it holds while the reference works
 
     def _resume_candidate(self) -> None:
         if self.control.stopped:
@@ -532,6 +545,9 @@ class Session:
             raise ProblemFailed(str(exc)) from exc
         except ChannelError as exc:
             raise ProblemFailed(f"the reference's job stopped answering: {exc}") from exc
+        if command is not None and "layout" in reply:  # tensors it wrote to the exchange file (weights, inputs, bases)
+            needed = tensor_file.needed_bytes(reply["layout"], self._file_sizes["exchange"])
+            self.needed["exchange"] = max(self.needed["exchange"], needed)
         return reply
 
     def _ask_cand(self, command: dict[str, Any] | None, seconds: float | None = None,
@@ -564,6 +580,12 @@ class Session:
         try:
             reply = self.cand.receive(seconds)
             self._take_flags(reply[0])
+            if self.cand.last_command == "call" and "layout" in reply[0]:
+                # Its outputs, as the reference's job reads them (the entries ("out", 0), ("out", 1), ...): outputs of the
+                # wrong shapes are the comparison's to judge, whatever they hold is theirs; nothing else is.
+                needed = tensor_file.needed_bytes(reply[0]["layout"], self._file_sizes["outputs"], "out")
+                self.needed["outputs"] = max(self.needed["outputs"], needed)
+            self._hold_files_to_the_protocol()
             return reply
         except JobFailed as exc:
             self._take_flags(exc.reply)
@@ -587,6 +609,26 @@ class Session:
         except ChannelError as exc:
             self._fail("runtime_error", str(exc))
         raise AssertionError("unreachable")
+
+    def _hold_files_to_the_protocol(self) -> None:
+        """End the evaluation as the candidate's failure where either file holds more than the protocol put there: the
+        reference's tensors in the exchange file, the candidate's outputs in the outputs file (the most of any checked
+        call; every writer starts at the file's beginning). Each job maps both files, and stores through a shared mapping
+        are not writes its file-size rlimit stops; once unmapped, the pages are in no process's resident memory, so the
+        zygote's watch never counts them (the red team's h3: gigabytes written anywhere in the two 16 GiB files). Read
+        after every reply of the candidate's job and after every stop of it: while anything is timed or checked, its
+        job holds no more there than its outputs."""
+        over = []
+        for name, fd in self._files.items():
+            held, needed = tensor_file.held_bytes(fd), max(self.needed[name], self._held_at_start[name])
+            if held > needed:
+                what = "the outputs it handed over" if name == "outputs" else "the reference's tensors"
+                over.append(f"the {name} file holds {size_text(held)}, where {what} need at most {size_text(needed)}")
+        if over:
+            self._fail("runtime_error", "the candidate's job wrote into the files the parent lent it beyond what the "
+                       f"protocol put there: {'; '.join(over)}. Pages written into these files (through a mapping, say) "
+                       "count in no process's resident memory and so against none of the job's limits: nothing but the "
+                       "outputs may be written there")
 
     def _fail(self, kind: str, message: str) -> None:
         if self.outcome.failure is None:

@@ -26,6 +26,7 @@ _DTYPES = {str(d): d for d in (torch.float64, torch.float32, torch.float16, torc
 _MAX_ENTRIES = 100_000
 _MAX_EXTENT = 1 << 62  # the product of a shape's non-zero dimensions: torch's sizes are int64
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux only; elsewhere pages fault in as usual
+_HUGE_PAGE = 2 << 20  # the largest page shmem backs a file with on x86-64 (transparent huge pages)
 
 Key = tuple[Any, ...]
 
@@ -44,6 +45,30 @@ def create(capacity: int, name: str = "kstudio-tensors") -> int:
     os.ftruncate(fd, capacity)
     fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
     return fd
+
+
+def held_bytes(fd: int) -> int:
+    """The memory the file holds now: its allocated pages, whoever wrote them and however (through a mapping too)."""
+    return os.fstat(fd).st_blocks * 512
+
+
+def needed_bytes(layout: Any, size: int, prefix: str | None = None) -> int:
+    """The most a file of `size` bytes holding what `layout` describes may hold (held_bytes): each entry's bytes rounded
+    up to a page, and room for a huge page per entry and one more (shmem may back a file with transparent huge pages).
+    `prefix`: only the entries a reader's tensors(prefix) reads, (prefix, 0), (prefix, 1), ... up to the first gap. A
+    layout that does not describe the file needs nothing: no reader reads any of it."""
+    try:
+        entries = _checked_layout(layout, size)
+    except TensorFileError:
+        return 0
+    if prefix is not None:
+        chain = []
+        while (prefix, len(chain)) in entries:
+            chain.append(entries[(prefix, len(chain))])
+        entries = dict(enumerate(chain))
+    if not entries:
+        return 0
+    return sum(_round_up(nbytes) for _, _, _, nbytes in entries.values()) + _HUGE_PAGE * (len(entries) + 1)
 
 
 def _round_up(n: int) -> int:

@@ -92,3 +92,53 @@ def test_back_to_back_evaluations_alternate_between_two_files_and_each_is_clean(
     finally:
         slow.set()
         pool.close()
+
+
+def _write_through_a_mapping(fd: int, offset: int, nbytes: int) -> None:
+    """What a job can do that its file-size rlimit does not stop: stores through a shared mapping, one byte a page,
+    unmapped after (the pages stay in the file and leave the writer's resident memory)."""
+    import mmap
+
+    window = mmap.mmap(fd, nbytes, flags=mmap.MAP_SHARED, offset=offset)
+    for at in range(0, nbytes, mmap.PAGESIZE):
+        window[at] = 120
+    window.close()
+
+
+def test_a_returned_file_keeps_only_the_pages_its_protocol_needed_and_frees_the_rest_before_its_block_ends():
+    """Zeroed and kept whole, pages a job wrote anywhere in the file through a mapping stayed outside every limit
+    between evaluations and were zeroed while the next one was timed (the third red team's h3). What the protocol put
+    there (keep_pages) is still zeroed and kept for the next writer; the rest is freed at once."""
+    pool = FilePool()
+    try:
+        with pool.lend(4 * CAPACITY) as fd:
+            TensorFileWriter(fd).put(["out", 0], torch.full((256, 1024), 7.0))  # 1 MiB, what the protocol needed
+            _write_through_a_mapping(fd, 3 * CAPACITY, 4 << 20)  # far past it
+            assert _held_bytes(fd) >= 5 << 20
+            pool.keep_pages(fd, 1 << 20)
+        assert _held_bytes(fd) <= file_pool._HUGE_PAGE, "the pages past the protocol's were not freed at once"
+        pool.settle()
+        assert (1 << 20) <= _held_bytes(fd) <= file_pool._HUGE_PAGE, "the protocol's pages are kept for the next writer"
+        with pool.lend(4 * CAPACITY) as again:
+            assert again == fd
+            whole = tensor_file._shared(again, 0, torch.uint8, [4 * CAPACITY])
+            assert torch.count_nonzero(whole) == 0
+            del whole
+    finally:
+        pool.close()
+
+
+def test_a_file_whose_pages_cannot_be_freed_is_closed_not_lent_again(monkeypatch):
+    """Without hole punching (a C library or file system that lacks it) a file is closed, which frees its pages as
+    well, and the next evaluation gets a new one."""
+    monkeypatch.setattr(file_pool, "_fallocate", None)
+    pool = FilePool()
+    try:
+        with pool.lend(CAPACITY) as fd:
+            inode = os.fstat(fd).st_ino
+            _write_through_a_mapping(fd, CAPACITY // 2, 1 << 20)
+        with pool.lend(CAPACITY) as again:
+            assert os.fstat(again).st_ino != inode
+            assert _held_bytes(again) == 0
+    finally:
+        pool.close()

@@ -337,3 +337,67 @@ def test_an_extension_asked_for_after_the_checked_calls_is_the_candidates_failur
     verdict = quick_cpu_evaluator.evaluate(relu_problem(64, 64), LATE_EXTENSION)
     assert verdict.status.value == "runtime_error", verdict.message
     assert "after its checked calls" in verdict.message
+
+
+# A candidate that, once (at its import, at the first checked call or at the first timed call), writes 8 MiB into the
+# files the parent lent its job, far past anything the protocol put there, through a shared mapping it unmaps after:
+# stores its file-size rlimit does not stop, in pages that leave its resident memory (the red team's h3).
+_HOARDER = '''
+import gc
+import mmap
+import os
+
+import torch
+import torch.nn as nn
+
+
+def _job_state():
+    return next(o for o in gc.get_objects() if type(o).__name__ == "_State" and hasattr(o, "outputs_fd"))
+
+
+def _hoard(fd):
+    window = mmap.mmap(fd, 8 << 20, flags=mmap.MAP_SHARED, offset=1 << 30)
+    for offset in range(0, 8 << 20, mmap.PAGESIZE):
+        window[offset] = 1
+    window.close()
+
+
+if WHEN == "import":  # before any _State exists: every memfd the job holds
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}").startswith("/memfd:kstudio"):
+                _hoard(int(name))
+        except OSError:
+            pass
+
+
+class ModelNew(nn.Module):
+    hoarded = WHEN == "import"
+
+    def forward(self, x):
+        if not ModelNew.hoarded:
+            state = _job_state()
+            if WHEN == "checked" or state.bases:  # the bases come with the timing's first command
+                ModelNew.hoarded = True
+                _hoard(getattr(state, WHICH + "_fd"))
+        return torch.relu(x)
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which, when, stage", [("exchange", "import", "load"), ("outputs", "checked", "correctness"),
+                                                ("exchange", "checked", "correctness"), ("outputs", "timed", "timing")])
+def test_a_job_that_writes_the_lent_files_beyond_what_the_protocol_put_there_is_stopped(which, when, stage, tmp_path):
+    """Pages a job writes into the outputs or the exchange file through a mapping count in no process's resident
+    memory: the parent holds each file to what the protocol wrote there (the candidate's outputs as the reference reads
+    them; the reference's tensors) after every reply of the candidate's job and every stop of it."""
+    from agent.engine.evaluate import Evaluator
+    from tests.agent.engine.evaluate.relu_case import CANDIDATE, CONFIG, relu_problem
+
+    hoarder = f"WHICH, WHEN = {which!r}, {when!r}\n" + _HOARDER
+    with Evaluator(CONFIG, cache_root=tmp_path / "cache") as evaluator:
+        verdict = evaluator.evaluate(relu_problem(64, 64), hoarder)
+        assert verdict.status.value == "runtime_error", (verdict.status, verdict.message)
+        assert verdict.stage.value == stage and f"the {which} file" in verdict.message, verdict.message
+        honest = evaluator.evaluate(relu_problem(64, 64), CANDIDATE)
+        assert honest.accepted, honest.message

@@ -87,6 +87,22 @@ def test_it_refuses_outputs_beyond_the_capacity_the_parent_gave(fd):
         writer.put(["big"], torch.ones(1 << 20))
 
 
+def test_a_file_holds_what_its_writer_put_there_and_a_layout_allows_only_the_entries_a_reader_reads(fd):
+    """The parent's bound on what a job may hold in a lent file (session._hold_files_to_the_protocol): what the writer
+    put there fits what its layout needs; entries no reader's tensors("out") reads (another key, or past a gap in the
+    outputs' positions) make no room, so a job cannot announce room for pages it keeps for itself."""
+    writer = TensorFileWriter(fd)
+    writer.put(["out", 0], torch.ones(3000))
+    writer.put(["out", 1], torch.ones(10))
+    assert 0 < tensor_file.held_bytes(fd) <= tensor_file.needed_bytes(writer.layout, 1 << 20, "out")
+    out0 = tensor_file.needed_bytes(writer.layout[:1], 1 << 20, "out")
+    room = [{"key": ["junk", 0], "shape": [65536], "dtype": "torch.float32", "offset": 0, "nbytes": 1 << 18},
+            {"key": ["out", 2], "shape": [65536], "dtype": "torch.float32", "offset": 0, "nbytes": 1 << 18}]
+    assert tensor_file.needed_bytes(writer.layout[:1] + room, 1 << 20, "out") == out0
+    assert tensor_file.needed_bytes([{"key": ["out", 0], "offset": -4096}], 1 << 20, "out") == 0, "not a layout"
+    assert tensor_file.needed_bytes([], 1 << 20) == 0
+
+
 def test_device_tensors_hand_back_the_stored_values_on_the_requested_device(fd):
     writer = TensorFileWriter(fd)
     tensors = [torch.randn(64, 64), torch.empty(0, 2)]
