@@ -281,3 +281,52 @@ def ticks_behind_a_dead_leader(payload: Any, result: BinaryIO, context: dict[str
     while chunk := os.read(read, 1 << 20):
         child += chunk
     result.write(json.dumps({"child": json.loads(child)}).encode())
+
+
+def signal_zygote(payload: Any, result: BinaryIO, context: dict[str, Any]) -> None:
+    """Sends every signal there is to each pid that may name the zygote: pid 1 (the zygote under bubblewrap, the job
+    itself without it), the parent of the job's first process, and payload["pid"] (the zygote's pid on the host), all
+    but the job's own; SIGSTOP's target is read after it, and SIGKILL goes last. Reports what each kill returned and
+    each target's state after SIGSTOP: the zygote must live on through all of it, unstopped (zygote.deaf_to_signals)."""
+    import signal
+
+    first = os.getppid()  # under bubblewrap the job's first process (the zygote's child); else 0, outside the namespace
+    targets = {1, payload["pid"], *([_parent_of(first)] if first > 0 else [])} - {os.getpid(), first, 0, None}
+    order = [s for s in range(1, 65) if s not in (signal.SIGKILL, signal.SIGCONT)] + [signal.SIGKILL]
+    sent: dict[str, dict[str, str]] = {}
+    stopped: dict[str, str] = {}
+    for pid in sorted(targets):
+        kills = sent[str(pid)] = {}
+        for number in order:
+            try:
+                os.kill(pid, number)
+                kills[str(number)] = "sent"
+            except OSError as exc:
+                kills[str(number)] = exc.strerror or str(exc)
+            time.sleep(0.005)
+            if number == signal.SIGSTOP:
+                time.sleep(0.1)
+                stopped[str(pid)] = _state(pid)
+                try:
+                    os.kill(pid, signal.SIGCONT)  # a zygote that did stop would hold the job past its wall time
+                except OSError:
+                    pass
+    time.sleep(0.2)  # whatever was delivered has acted by now
+    result.write(json.dumps({"sent": sent, "after_stop": stopped}).encode())
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _state(pid: int) -> str:
+    """The state letter of `pid` in /proc (T: stopped), or why it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError) as exc:
+        return f"unreadable: {exc}"

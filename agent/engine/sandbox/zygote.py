@@ -36,6 +36,10 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(_
 _POLL_SECONDS = 0.02
 _MAX_FDS = 12  # result, stdout, stderr, a job control's two pipes and a job's own extra descriptors
 _WATCH_EVERY = 5  # resource checks every 5 polls (100 ms): psutil walks /proc
+# SIGCHLD keeps its default action (nothing: the child stays a zombie until waitpid reads it); ignored, the kernel would
+# reap every job before the zygote read how it ended. SIGKILL and SIGSTOP cannot be caught or ignored.
+_DEFAULT_KEPT = frozenset({signal.SIGCHLD})
+_UNCATCHABLE = frozenset({signal.SIGKILL, signal.SIGSTOP})
 
 
 def _child_environment(device: str, extra: dict[str, str]) -> dict[str, str]:
@@ -72,10 +76,45 @@ def _run_job(request: dict[str, Any], result_fd: int, isolation_level: str, extr
     return 0
 
 
-def _first_child(request: dict[str, Any], fds: list[int], status_w: int) -> None:
-    """C0: new session, rlimits, namespaces; forks C1 (pid 1 of a new pid namespace, except under bwrap,
-    whose pid namespace the job shares with the zygote alone) and waits."""
+def deaf_to_signals() -> dict[int, Any]:
+    """Ignore every signal but SIGCHLD (and SIGKILL and SIGSTOP, which no process can): returns what each was before,
+    for the jobs (`hear_signals`).
+
+    Under bubblewrap the zygote is pid 1 of the pid namespace its jobs share, and the kernel gives a namespace's init
+    only the signals from inside it that it catches: Python's own SIGINT handler let a candidate's `os.kill(1,
+    SIGINT)` end the zygote with KeyboardInterrupt, and with it the evaluation, as an error instead of the candidate's
+    verdict. A signal ignored, or left at its default action, by init is dropped; SIGKILL and SIGSTOP from inside
+    are dropped too. Without bubblewrap the jobs live in pid namespaces of their own, where no pid names the zygote;
+    ignoring is the wall where that layer is missing as well (a job in the host's pid namespace, rlimits-only, can
+    still SIGKILL it: the evaluation then blames the candidate, session.py). Faults of the zygote's own (SIGSEGV,
+    SIGBUS, an abort) still end it: the kernel and abort() put back the default action of a fault signal that is
+    ignored. glibc's own SIGCANCEL and SIGSETXID (32, 33) cannot be set here; their handlers act only on a signal the
+    process sent itself."""
+    before: dict[int, Any] = {}
+    for sig in signal.valid_signals():
+        if sig in _UNCATCHABLE:
+            continue
+        try:
+            previous = signal.getsignal(sig)
+            signal.signal(sig, signal.SIG_DFL if sig in _DEFAULT_KEPT else signal.SIG_IGN)
+        except (OSError, ValueError):
+            continue
+        before[sig] = previous
+    return before
+
+
+def hear_signals(before: dict[int, Any]) -> None:
+    """In a job's first process: each signal's action as it was before `deaf_to_signals` (an ignored signal stays
+    ignored across fork and exec: a job, its compilers and their children would otherwise ignore SIGTERM and SIGINT)."""
+    for sig, action in before.items():
+        signal.signal(sig, action if action is not None else signal.SIG_DFL)
+
+
+def _first_child(request: dict[str, Any], fds: list[int], status_w: int, job_signals: dict[int, Any]) -> None:
+    """C0: the signals' actions a job expects, new session, rlimits, namespaces; forks C1 (pid 1 of a new pid
+    namespace, except under bwrap, whose pid namespace the job shares with the zygote alone) and waits."""
     result_fd, out_fd, err_fd, *extra_fds = fds
+    hear_signals(job_signals)
     zygote = os.getppid()
     os.setsid()
     # Die with the zygote: a job whose supervisor is gone (its worker was killed) must not live on,
@@ -416,7 +455,8 @@ def _supervise(pid: int, status_r: int, limits: Limits, control: list[int] | Non
     return info
 
 
-def serve(sock: socket.socket) -> None:
+def serve(sock: socket.socket, job_signals: dict[int, Any] | None = None) -> None:
+    """Run each job the client sends; `job_signals`: the signals' actions each job starts with (deaf_to_signals)."""
     import torch  # noqa: F401 - the point of the zygote: children inherit an imported torch
 
     while True:
@@ -439,7 +479,7 @@ def serve(sock: socket.socket) -> None:
                 os.close(status_r)
                 for fd in control:
                     os.close(fd)
-                _first_child(request, fds, status_w)
+                _first_child(request, fds, status_w, job_signals or {})
             finally:
                 os._exit(71)
         os.close(status_w)
@@ -513,8 +553,10 @@ def main() -> None:
         send_message(sock, {"ready": False, "error": "a preloaded module touched CUDA (e.g. torch.cuda.is_available()), "
                             f"so forked children could not use the GPU; preloads: {preload}"})
         return
+    # Last, once nothing more is imported (a module may install a handler of its own): no job runs before this.
+    job_signals = deaf_to_signals()
     send_message(sock, {"ready": True, "pid": os.getpid(), "import_seconds": time.monotonic() - started})
-    serve(sock)
+    serve(sock, job_signals)
 
 
 if __name__ == "__main__":

@@ -175,6 +175,29 @@ def test_it_reports_the_signal_that_killed_a_crashing_job(box):
     assert box.run(Job("agent.engine.sandbox.probes:echo", {"result": b"next"})).result == b"next"
 
 
+def _zygote(sandbox: Sandbox) -> psutil.Process:
+    """The sandbox's zygote on the host: its process, or bubblewrap's child (pid 1 of bubblewrap's namespace)."""
+    top = psutil.Process(sandbox._proc.pid)
+    return next(p for p in [top, *top.children(recursive=True)]
+                if p.name() != "bwrap" and "agent.engine.sandbox.zygote" in p.cmdline())
+
+
+def test_a_job_cannot_kill_its_zygote_with_any_signal(walled):
+    """Under bubblewrap the zygote is pid 1 of the namespace its jobs share, and the kernel gives a namespace's init
+    every signal from inside it that it catches: a candidate's os.kill(1, SIGINT) ended the zygote (Python's SIGINT
+    handler) and with it the evaluation, as an error instead of the candidate's verdict. Every signal, at pid 1, at its
+    first process's parent and at the zygote's pid on the host: the zygote lives on, unstopped, and runs the next job."""
+    zygote = _zygote(walled)
+    out = walled.run(Job("agent.engine.sandbox.probes:signal_zygote", {"pid": zygote.pid}))
+    assert out.ok, out.stderr
+    seen = json.loads(out.result)
+    assert seen["sent"], "the job found no pid to try"
+    assert all(not state.startswith("T") for state in seen["after_stop"].values()), seen["after_stop"]
+    assert zygote.is_running() and _zygote(walled) == zygote, "the zygote was replaced"
+    assert walled.run(Job("agent.engine.sandbox.probes:echo", {"result": b"next"})).result == b"next"
+    assert _zygote(walled) == zygote
+
+
 def test_it_caps_captured_output_but_keeps_head_and_tail(box):
     noise = "first line\n" + "x" * 1_000_000 + "\nlast line\n"
     out = box.run(Job("agent.engine.sandbox.probes:echo", {"stdout": noise}, limits=Limits(output_bytes=4096)))
