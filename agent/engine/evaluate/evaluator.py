@@ -40,6 +40,7 @@ from agent.engine.evaluate.plan import TrialPlan
 from agent.engine.evaluate.progress import SILENT, Progress, Watcher
 from agent.engine.evaluate.session import ProblemFailed, Session, check_reference, describe_failure, keeps_compile_baseline
 from agent.engine.sandbox import Job, Limits, Sandbox
+from agent.engine.sandbox.client import SandboxLost
 from agent.engine.verdict import BuildInfo, Flag, Stage, Status, Verdict, cap_log
 
 # Part of every compile baseline's key: the timing protocol that measured it (judge.PROTOCOL) and this.
@@ -154,7 +155,13 @@ class Evaluator:
                 "cuda_arch": _cuda_arch(), "loadable": cfg.device == "cpu",
             }, device="cpu", limits=Limits(wall_seconds=cfg.build_seconds, cpu_seconds=int(cfg.build_seconds * 16)),
                 env=self._job_env())
-            out = self.sandbox.run(job)
+            try:
+                out = self.sandbox.run(job)
+            except SandboxLost as exc:  # the candidate's import, in its job, killed the sandbox: its build failed
+                logs += [exc.stdout, exc.stderr]
+                header = {"ok": False, "error": f"the candidate's sandbox died while its import was run for the "
+                                                f"extensions it builds: {exc}"}
+                break
             logs += [out.stdout, out.stderr]
             if not out.ok:
                 header = {"ok": False, "error": describe_failure(out, "building the candidate")}
@@ -258,7 +265,11 @@ class Evaluator:
                 job = Job("agent.engine.build.job:compile_inline", {"spec": ext.to_dict(), "cuda_arch": _cuda_arch()},
                           device="cpu", limits=Limits(wall_seconds=cfg.build_seconds, cpu_seconds=int(cfg.build_seconds * 16)),
                           env=self._job_env(), private_dir=str(private))
-                out = self.sandbox.run(job)
+                try:
+                    out = self.sandbox.run(job)
+                except SandboxLost as exc:  # the compiler ran on the candidate's sources and flags (e.g. -fplugin=)
+                    return {"ok": False, "error": f"the sandbox died while extension '{ext.name}' compiled: {exc}",
+                            "log": f"{exc.stdout}\n{exc.stderr}"}
                 if not out.ok:
                     return {"ok": False, "error": describe_failure(out, f"compiling extension '{ext.name}'")}
                 compiled, _ = read_result(out.result)
@@ -529,8 +540,11 @@ class Evaluator:
             return None
         payload = {"problem_source": problem_source, "candidate_source": candidate_source, "plan": plan.to_payload(),
                    "cache_root": str(self.cache_root), "cuda_arch": _cuda_arch()}
-        out = self.sandbox.run(Job("agent.engine.evaluate.jobs:ncu_profile", payload, device="cuda",
-                                   limits=Limits(wall_seconds=300), env=self._job_env()))
+        try:
+            out = self.sandbox.run(Job("agent.engine.evaluate.jobs:ncu_profile", payload, device="cuda",
+                                       limits=Limits(wall_seconds=300), env=self._job_env()))
+        except SandboxLost as exc:  # the candidate's code ran there: a picture lost, the verdict already made
+            return {"tool": "ncu", "kernels": [], "error": f"the candidate's sandbox died while it was profiled: {exc}"}
         if not out.ok:
             return {"tool": "ncu", "kernels": [], "error": describe_failure(out, "profiling with ncu")}
         header, _ = read_result(out.result)

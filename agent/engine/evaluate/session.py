@@ -36,7 +36,7 @@ from agent.engine.evaluate.keyed import WIDE_EVERY, agree, is_wide
 from agent.engine.evaluate.plan import VARIANT
 from agent.engine.evaluate.progress import SILENT, Progress
 from agent.engine.memory_text import size_text
-from agent.engine.sandbox.client import Job, JobControl, JobResult, Sandbox
+from agent.engine.sandbox.client import Job, JobControl, JobResult, Sandbox, SandboxLost
 from agent.engine.sandbox.limits import Limits
 from agent.engine.verdict import REJECTING_FLAGS, Flag
 
@@ -649,10 +649,32 @@ class Session:
             end.close()
         for job, end in (("reference", self.ref), ("candidate", self.cand)):
             out.seconds.update({f"commands.{job}.{name}": spent for name, spent in end.ledger.items()})
-        out.candidate_job = self._cand_job.result()
-        out.reference_job = self._ref_job.result()
-        self.control.close()
-        self._pool.shutdown(wait=True)
+        # Both jobs awaited and the pool's threads ended whatever either raised: a thread left waiting on a sandbox
+        # that the evaluator then closed held the process at its exit (the CLI hung after its traceback).
+        try:
+            try:
+                out.candidate_job = self._cand_job.result()
+            except SandboxLost as exc:
+                out.candidate_job = self._lost_candidate(exc)
+        finally:
+            try:
+                # The reference's sandbox dying is the engine's failure, never the candidate's: it is raised.
+                out.reference_job = self._ref_job.result()
+            finally:
+                self.control.close()
+                self._pool.shutdown(wait=True)
+
+    def _lost_candidate(self, exc: SandboxLost) -> JobResult:
+        """The candidate's sandbox died under its job (or broke the harness around it): nothing runs there but that job
+        and our supervisor of it, which catches no signal a job can send (sandbox/zygote.py, deaf_to_signals), so it is
+        the candidate's runtime error, whatever its job had answered before. Returns a stand-in for the job's result,
+        with what its job wrote to stdout and stderr by then."""
+        out = self.outcome
+        before = out.failure[1] if out.failure is not None else ""
+        out.failure = ("runtime_error", f"the candidate's sandbox died during its job: {exc}"
+                                        + (f"\nbefore that: {before}" if before else ""))
+        return JobResult(exit_code=None, signal=None, killed=None, seconds=0.0, result=b"", stdout=exc.stdout,
+                         stderr=exc.stderr, isolation="unknown: the sandbox died during the job")
 
 
 class _CandidateFailed(Exception):

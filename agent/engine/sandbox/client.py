@@ -11,6 +11,7 @@ import math
 import os
 import select
 import selectors
+import signal
 import socket
 import subprocess
 import sys
@@ -28,10 +29,24 @@ from agent.engine.sandbox.wire import RESULT_DONE, STOP_FIGURES, recv_message, s
 log = logging.getLogger(__name__)
 
 _MAX_RESULT_BYTES = 8 << 30
+# How long past a job's wall-clock limit the zygote may take to report on it (it kills the job at the limit and clears
+# its namespace within 10 s) before the sandbox is taken for lost: a zygote stopped or hung would hold the caller for ever.
+REPORT_GRACE = 60.0
 
 
 class SandboxError(RuntimeError):
     """The sandbox machinery itself failed (not the job): our bug or a broken host."""
+
+
+class SandboxLost(SandboxError):
+    """The sandbox ended, or was closed, while a job ran in it (its zygote died), or the job broke the harness around
+    it (a result over 8 GiB): nothing but that job and our supervisor of it ran there, so where the job runs untrusted
+    code (a candidate's) this is that code's doing, not the engine's (agent/engine/evaluate/session.py). `stdout` and
+    `stderr`: what the job had written by then."""
+
+    def __init__(self, message: str, stdout: str = "", stderr: str = "") -> None:
+        super().__init__(message)
+        self.stdout, self.stderr = stdout, stderr
 
 
 @dataclass(frozen=True)
@@ -203,6 +218,8 @@ class Sandbox:
     def start(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             return
+        if self._proc is not None:
+            self.close()  # it died between jobs: its socket and cgroup go with it
         started = time.monotonic()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         source = os.environ if self.env is None else self.env
@@ -254,34 +271,47 @@ class Sandbox:
             raise SandboxError(f"the sandbox's process {self._proc.pid} is not in its cgroup {self.cgroup}")
         self.startup_seconds = time.monotonic() - started
 
-    def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-        if self._proc is not None:
+    def close(self) -> int | None:
+        """Ends the zygote (it exits once its socket is closed and any job it runs has ended; killed after 5 s) and
+        returns its exit status (negative: the signal that killed it), or None where none was running. A job running
+        meanwhile in another thread ends with SandboxLost."""
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+        proc, self._proc = self._proc, None
+        code = None
+        if proc is not None:
             try:
-                self._proc.wait(timeout=5)
+                code = proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-            self._proc = None
+                proc.kill()
+                code = proc.wait()
         if self.cgroup:
             cpu_cgroup.remove(self.cgroup)
+        return code
 
     def run(self, job: Job) -> JobResult:
+        """Runs `job` and returns what it did. SandboxLost where the zygote died (or was closed) under it: the
+        sandbox is closed then, and the next job starts a new one."""
         with self._lock:
             self.start()
             try:
                 return self._run(job)
-            except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
-                self.close()  # the zygote is gone: the next job starts a new one
-                raise SandboxError(f"the sandbox zygote died while running {job.function}") from exc
+            except SandboxLost as exc:
+                code = self.close()
+                raise SandboxLost(f"{exc}; {_exit_text(code)}", exc.stdout, exc.stderr) from exc.__cause__ or exc
+            except SandboxError:
+                self.close()  # whatever the zygote is doing, the next job starts a new one
+                raise
 
     def _run(self, job: Job) -> JobResult:
         assert self._sock is not None
-        while self._unread_reports:  # the zygote answers in order: a detached job's report comes first
-            recv_message(self._sock)
-            self._unread_reports -= 1
+        try:
+            while self._unread_reports:  # the zygote answers in order: a detached job's report comes first
+                recv_message(self._sock)
+                self._unread_reports -= 1
+        except (EOFError, OSError) as exc:  # before this job began: not its doing
+            raise SandboxError(f"the sandbox zygote died after a detached job, before {job.function} began") from exc
         started = time.monotonic()
         pipes = [os.pipe() for _ in range(3)]
         for r, _ in pipes:
@@ -290,57 +320,24 @@ class Sandbox:
                    "limits": job.limits, "env": job.env, "workdir": job.workdir, "private_dir": job.private_dir,
                    "control": job.control is not None}
         control_fds = job.control.zygote_fds() if job.control is not None else []
-        try:
-            send_message(self._sock, request, fds=[w for _, w in pipes] + control_fds + list(job.fds))
-        finally:
-            for _, w in pipes:
-                os.close(w)
+        sock = self._sock
         result = bytearray()
         out, err = _Capture(job.limits.output_bytes), _Capture(job.limits.output_bytes)
         sinks = {pipes[0][0]: result, pipes[1][0]: out, pipes[2][0]: err}
-        selector = selectors.DefaultSelector()
-        for fd in sinks:
-            os.set_blocking(fd, False)
-            selector.register(fd, selectors.EVENT_READ)
-        selector.register(self._sock, selectors.EVENT_READ)
-        info: dict[str, Any] | None = None
-        grace_until: float | None = None
-        while sinks or info is None:
-            if job.detach and info is None and pipes[0][0] not in sinks and result.endswith(RESULT_DONE):
-                self._unread_reports += 1
-                info = {"exit_code": 0, "seconds": time.monotonic() - started, "isolation": "detached at its result"}
-                break
-            if info is not None and grace_until is None:
-                grace_until = time.monotonic() + 2.0  # a leftover holder of a pipe must not hang us
-            if grace_until is not None and time.monotonic() > grace_until:
-                break
-            for key, _ in selector.select(timeout=0.5):
-                if key.fileobj is self._sock:
-                    selector.unregister(self._sock)
-                    info, _ = recv_message(self._sock)
-                    continue
-                fd = key.fd
-                try:
-                    data = os.read(fd, 16 << 20)
-                except BlockingIOError:
-                    continue
-                if not data:
-                    selector.unregister(fd)
-                    os.close(fd)
-                    del sinks[fd]
-                    continue
-                sink = sinks[fd]
-                if isinstance(sink, bytearray):
-                    if len(sink) + len(data) > _MAX_RESULT_BYTES:
-                        raise SandboxError("a job's result exceeded 8 GiB")
-                    sink += data
-                else:
-                    sink.feed(data)
-        for fd in list(sinks):
-            selector.unregister(fd)
-            os.close(fd)
-        selector.close()
-        assert info is not None
+        try:
+            try:
+                send_message(sock, request, fds=[w for _, w in pipes] + control_fds + list(job.fds))
+            finally:
+                for _, w in pipes:
+                    os.close(w)
+            info = self._collect(job, sock, sinks, pipes[0][0], started)
+        except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
+            raise SandboxLost(f"the sandbox zygote died while running {job.function}", out.text(), err.text()) from exc
+        except SandboxLost as exc:
+            raise SandboxLost(f"{exc} while running {job.function}", out.text(), err.text()) from exc
+        finally:
+            for fd in sinks:
+                os.close(fd)
         if result.endswith(RESULT_DONE):
             del result[-len(RESULT_DONE):]
         return JobResult(
@@ -351,6 +348,79 @@ class Sandbox:
             peak_rss=info.get("peak_rss", 0),
             stdout_bytes=out.total, stderr_bytes=err.total,
         )
+
+    def _collect(self, job: Job, sock: socket.socket, sinks: dict[int, Any], result_fd: int,
+                 started: float) -> dict[str, Any]:
+        """Reads the job's pipes into `sinks` (closing and dropping each at its end) until the zygote's report on the
+        job: the report, or a stand-in where the job is detached and its result (the sink of `result_fd`) whole."""
+        result = sinks[result_fd]
+        selector = selectors.DefaultSelector()
+        for fd in sinks:
+            os.set_blocking(fd, False)
+            selector.register(fd, selectors.EVENT_READ)
+        selector.register(sock, selectors.EVENT_READ)
+        info: dict[str, Any] | None = None
+        grace_until: float | None = None
+        report_by = started + job.limits.wall_seconds + REPORT_GRACE
+        try:
+            while sinks or info is None:
+                if job.detach and info is None and result_fd not in sinks and result.endswith(RESULT_DONE):
+                    self._unread_reports += 1
+                    return {"exit_code": 0, "seconds": time.monotonic() - started, "isolation": "detached at its result"}
+                if info is None and self._sock is not sock:
+                    # Closed from another thread (close()): its report will never come, and a closed socket never
+                    # reads as ready, so without this the loop would wait for ever.
+                    raise SandboxLost("the sandbox was closed")
+                if info is None and time.monotonic() > report_by:
+                    raise SandboxLost(f"the sandbox's zygote had not reported on the job {REPORT_GRACE:g} s past its "
+                                      f"{job.limits.wall_seconds:g} s wall-clock limit (stopped or hung)")
+                if info is not None and grace_until is None:
+                    grace_until = time.monotonic() + 2.0  # a leftover holder of a pipe must not hang us
+                if grace_until is not None and time.monotonic() > grace_until:
+                    break
+                for key, _ in selector.select(timeout=0.5):
+                    if key.fileobj is sock:
+                        selector.unregister(sock)
+                        try:
+                            info, _ = recv_message(sock)
+                        except OSError:
+                            if self._sock is sock:
+                                raise
+                            raise SandboxLost("the sandbox was closed") from None
+                        continue
+                    fd = key.fd
+                    try:
+                        data = os.read(fd, 16 << 20)
+                    except BlockingIOError:
+                        continue
+                    if not data:
+                        selector.unregister(fd)
+                        os.close(fd)
+                        del sinks[fd]
+                        continue
+                    sink = sinks[fd]
+                    if isinstance(sink, bytearray):
+                        if len(sink) + len(data) > _MAX_RESULT_BYTES:
+                            raise SandboxLost("a job's result exceeded 8 GiB")
+                        sink += data
+                    else:
+                        sink.feed(data)
+        finally:
+            selector.close()
+        assert info is not None
+        return info
+
+
+def _exit_text(code: int | None) -> str:
+    """How the zygote's process ended, as subprocess reports it (negative: the signal that killed it)."""
+    if code is None:
+        return "the zygote's process was gone"
+    if code < 0:
+        try:
+            return f"the zygote's process was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"the zygote's process was killed by signal {-code}"
+    return f"the zygote's process exited with code {code}"
 
 
 def _widen(fd: int) -> None:

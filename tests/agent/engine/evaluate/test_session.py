@@ -401,3 +401,144 @@ def test_a_job_that_writes_the_lent_files_beyond_what_the_protocol_put_there_is_
         assert verdict.stage.value == stage and f"the {which} file" in verdict.message, verdict.message
         honest = evaluator.evaluate(relu_problem(64, 64), CANDIDATE)
         assert honest.accepted, honest.message
+
+
+# A candidate whose forward names its process and stalls: the test ends its sandbox's zygote meanwhile, as whatever a
+# candidate's job could do to its own sandbox would (tests/agent/engine/sandbox/test_sandbox.py has what it cannot).
+_STALLS = '''
+import time
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        with open("/proc/self/comm", "w") as comm:
+            comm.write("ks-stalled-call")
+        time.sleep(60)
+        return torch.relu(x)
+'''
+# The red team's h2: its forward signals pid 1 (the zygote, under bubblewrap) and its first process's parent with every
+# signal there is, SIGINT among them (which ended the zygote), then answers right.
+_SIGNALS_ITS_ZYGOTE = '''
+import os
+
+import torch
+import torch.nn as nn
+
+
+def _parent_of(pid):
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        first = os.getppid()
+        for pid in {1, *([_parent_of(first)] if first > 0 else [])} - {os.getpid(), first, 0}:
+            for number in [*range(1, 9), *range(10, 65), 9]:
+                try:
+                    os.kill(pid, number)
+                except OSError:
+                    pass
+        return torch.relu(x)
+'''
+
+
+def _zygote(sandbox):
+    """The sandbox's zygote on the host (bubblewrap's child under it), or None while none runs."""
+    import psutil
+
+    if sandbox._proc is None or sandbox._proc.poll() is not None:
+        return None
+    top = psutil.Process(sandbox._proc.pid)
+    return next((p for p in [top, *top.children(recursive=True)]
+                 if p.name() != "bwrap" and "agent.engine.sandbox.zygote" in p.cmdline()), None)
+
+
+def _job_threads() -> list[str]:
+    import threading
+
+    return [t.name for t in threading.enumerate() if t.name.startswith("kstudio-job")]
+
+
+def _kill_zygote_once(sandbox, name: str) -> list[int]:
+    """Kills `sandbox`'s zygote (SIGKILL, from the host) once a process of its named `name` runs, from a thread; the
+    list gets the zygote's pid then."""
+    import threading
+    import time
+
+    killed: list[int] = []
+
+    def watch() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            try:
+                zygote = _zygote(sandbox)
+                if zygote is not None and any(p.name() == name for p in zygote.children(recursive=True)):
+                    zygote.kill()
+                    killed.append(zygote.pid)
+            except Exception:  # noqa: BLE001 - a process that went meanwhile: look again
+                pass
+            time.sleep(0.05)
+
+    threading.Thread(target=watch, daemon=True).start()
+    return killed
+
+
+def test_a_candidate_whose_sandbox_dies_during_its_job_gets_a_runtime_error_blaming_it(quick_cpu_evaluator):
+    """Nothing runs in the candidate's sandbox but its job and our supervisor: the sandbox dying under the job is the
+    candidate's runtime error (-1 as a reward), never an exception out of evaluate() (no score: a candidate that could
+    turn its failure into one escaped its penalty). The evaluation's threads end with it (one left waiting held the CLI
+    at its exit), and the next evaluation gets a new sandbox."""
+    import dataclasses
+
+    from agent.engine.verdict import Status
+    from tests.agent.engine.evaluate.relu_case import CANDIDATE, relu_problem
+
+    evaluator = quick_cpu_evaluator
+    cfg = dataclasses.replace(evaluator.config, timing=False)
+    killed = _kill_zygote_once(evaluator.sandbox, "ks-stalled-call")
+    verdict = evaluator.evaluate(relu_problem(64, 64), _STALLS, cfg)
+    assert killed, "the candidate's call never stalled"
+    assert verdict.status is Status.RUNTIME_ERROR, (verdict.status, verdict.message)
+    assert "the candidate's sandbox died during its job" in verdict.message, verdict.message
+    assert not _job_threads()
+    assert evaluator.evaluate(relu_problem(64, 64), CANDIDATE, cfg).status is Status.ACCEPTED
+
+
+def test_a_candidate_whose_import_kills_its_sandbox_while_it_is_built_gets_a_build_error(quick_cpu_evaluator):
+    """The build's discovery job imports the candidate in the candidate's sandbox: that sandbox dying there is the
+    candidate's failed build, never an exception out of evaluate()."""
+    import dataclasses
+
+    from agent.engine.verdict import Status
+    from tests.agent.engine.evaluate.relu_case import relu_problem
+
+    evaluator = quick_cpu_evaluator
+    stalls_on_import = _STALLS.replace("class ModelNew", "with open('/proc/self/comm', 'w') as comm:\n    "
+                                       "comm.write('ks-stalled-load')\ntime.sleep(60)\n\n\nclass ModelNew")
+    killed = _kill_zygote_once(evaluator.sandbox, "ks-stalled-load")
+    verdict = evaluator.evaluate(relu_problem(64, 64), stalls_on_import, dataclasses.replace(evaluator.config, timing=False))
+    assert killed, "the candidate's import never stalled"
+    assert verdict.status is Status.BUILD_ERROR, (verdict.status, verdict.message)
+    assert "the candidate's sandbox died while its import was run" in verdict.message, verdict.message
+
+
+def test_a_candidate_that_signals_its_zygote_gets_its_own_verdict(quick_cpu_evaluator):
+    """The red team's h2 (os.kill(1, SIGINT) from its forward ended the zygote and the evaluation with an exception):
+    every signal at its zygote changes nothing, and its verdict is the one its outputs earn."""
+    import dataclasses
+
+    from agent.engine.verdict import Status
+    from tests.agent.engine.evaluate.relu_case import relu_problem
+
+    evaluator = quick_cpu_evaluator
+    evaluator.sandbox.start()  # anew where an earlier test's candidate ended it
+    zygote = _zygote(evaluator.sandbox)
+    assert zygote is not None
+    verdict = evaluator.evaluate(relu_problem(64, 64), _SIGNALS_ITS_ZYGOTE, dataclasses.replace(evaluator.config, timing=False))
+    assert verdict.status is Status.ACCEPTED, (verdict.status, verdict.message)
+    assert _zygote(evaluator.sandbox) == zygote, "the candidate's sandbox was started anew"
+    assert not _job_threads()

@@ -182,6 +182,19 @@ def _zygote(sandbox: Sandbox) -> psutil.Process:
                 if p.name() != "bwrap" and "agent.engine.sandbox.zygote" in p.cmdline())
 
 
+def _gone(process: psutil.Process, seconds: float = 5.0) -> bool:
+    """Whether `process` has exited (a zombie too: its parent, bubblewrap, died first) within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_a_job_cannot_kill_its_zygote_with_any_signal(walled):
     """Under bubblewrap the zygote is pid 1 of the namespace its jobs share, and the kernel gives a namespace's init
     every signal from inside it that it catches: a candidate's os.kill(1, SIGINT) ended the zygote (Python's SIGINT
@@ -196,6 +209,51 @@ def test_a_job_cannot_kill_its_zygote_with_any_signal(walled):
     assert zygote.is_running() and _zygote(walled) == zygote, "the zygote was replaced"
     assert walled.run(Job("agent.engine.sandbox.probes:echo", {"result": b"next"})).result == b"next"
     assert _zygote(walled) == zygote
+
+
+def test_a_job_still_running_when_its_sandbox_is_closed_ends_promptly_as_lost():
+    """A thread's job whose sandbox another thread closes (an evaluation that failed on one side, then closed) ends with
+    SandboxLost: its loop waited for ever for a report from a socket closed under it, and the CLI hung at its exit."""
+    import threading
+
+    from agent.engine.sandbox.client import SandboxLost
+
+    sandbox = Sandbox(preload=("agent.engine.sandbox.probes",))
+    sandbox.start()
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            sandbox.run(Job("agent.engine.sandbox.probes:sleep", {"seconds": 60}, limits=Limits(wall_seconds=120)))
+        except BaseException as exc:  # noqa: BLE001 - the test reads what ended it
+            raised.append(exc)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    time.sleep(1.0)
+    sandbox.close()  # its zygote is killed after 5 s: it still supervises the sleeping job
+    runner.join(15)
+    assert not runner.is_alive(), "the job's thread still waits on a sandbox that was closed"
+    assert raised and isinstance(raised[0], SandboxLost), raised
+    assert sandbox.run(Job("agent.engine.sandbox.probes:echo", {"result": b"again"})).result == b"again"
+    sandbox.close()
+
+
+def test_a_job_whose_zygote_never_reports_ends_as_lost_after_its_wall_time(monkeypatch):
+    """A zygote stopped (a job in the host's pid namespace, where user namespaces are refused, can SIGSTOP it) or hung
+    never reports on its job: past the job's wall-clock limit and a grace the run ends, and the sandbox starts anew."""
+    import agent.engine.sandbox.client as client
+
+    monkeypatch.setattr(client, "REPORT_GRACE", 2.0)
+    with Sandbox(preload=("agent.engine.sandbox.probes",)) as sandbox:
+        zygote = _zygote(sandbox)
+        zygote.suspend()
+        began = time.monotonic()
+        with pytest.raises(client.SandboxLost, match="had not reported on the job"):
+            sandbox.run(Job("agent.engine.sandbox.probes:echo", {"result": b"never"}, limits=Limits(wall_seconds=2)))
+        assert time.monotonic() - began < 15
+        assert _gone(zygote)
+        assert sandbox.run(Job("agent.engine.sandbox.probes:echo", {"result": b"again"})).result == b"again"
 
 
 def test_it_caps_captured_output_but_keeps_head_and_tail(box):
