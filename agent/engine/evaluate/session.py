@@ -297,7 +297,13 @@ class Session:
         t0 = time.monotonic()
         for name in models:
             m.calls[name] = self._autorange(name, target, m, _MAX_CALLS)
-        m.calls["candidate"] = self._autorange("candidate", target, m, _CHECKED_PER_EAGER * m.calls["eager"])
+        # Never fewer than WIDE_EVERY calls: a timed batch then holds whole runs of keys, one wide call in each, so the
+        # share of wide calls is one in WIDE_EVERY whatever the candidate's speed. Runs as long as a shorter batch made
+        # every call of the round wide, the baselines' too, for a candidate that slowed its warm-up calls to be timed
+        # in batches of one, on a kernel fast only on large inputs (the third red team's w1: 2.5-3.3x its figure on the
+        # problem's own inputs).
+        m.calls["candidate"] = max(WIDE_EVERY, self._autorange("candidate", target, m,
+                                                               _CHECKED_PER_EAGER * m.calls["eager"]))
         if self._eager_checks:
             # Eager's batches run every key the candidate's do: their figures are the reference's outputs' projections
             # and bounds for those keys, so the candidate's calls are checked without running the reference on them
@@ -364,7 +370,7 @@ class Session:
     def _round(self, models: list[str], m: Measured, probes: list[float], flip: bool) -> None:
         """One round: the candidate's batch and each baseline's, each with its null batch, checked."""
         n_cand = m.calls["candidate"]
-        keys = _keys(max(n_cand, *(m.calls[x] for x in models)))
+        keys = _keys(max(n_cand, *(m.calls[x] for x in models)), run=n_cand)
         order = ["candidate", *models]
         if flip:
             order.reverse()
@@ -681,20 +687,18 @@ class _CandidateFailed(Exception):
     """The candidate's job failed or stopped answering; Outcome.failure says how."""
 
 
-def _keys(n: int) -> list[int]:
-    """n fresh keys in runs of WIDE_EVERY, each run with exactly one wide key (keyed.is_wide) at a random place; a last,
-    shorter run (a batch of fewer calls among them) holds its wide key with the chance of its length over WIDE_EVERY.
-    So every batch over such a list, however long, has one wide call in WIDE_EVERY, exactly where it holds whole runs
-    and on average otherwise: a round's batches all take their keys from one list, and a baseline's batch that is no
-    shorter than the candidate's holds every wide key the candidate's does. No job's batch size sets the share: runs
-    as long as the candidate's batch once made every call wide, the baselines' too, for a candidate that slowed its
-    warm-up to be timed in batches of one call, on a kernel fast only on large inputs (the third red team's w1). A
-    forward counting its calls cannot tell which of a run's is the wide one. Whether a wide key is a wide call is the
-    problem's (keyed.wide_sign): where the reference allows no sign, none is."""
+def _keys(n: int, run: int | None = None) -> list[int]:
+    """n fresh keys in runs of `run` (default: n, at most WIDE_EVERY), each run with exactly one wide key (keyed.is_wide)
+    at a random place; a last, shorter run holds its wide key with the chance of its length. So a batch of `run` keys or
+    more always has one, and every batch over the same keys the same share of them: a round's batches all take their
+    keys from one such list, whose runs are the candidate's batch (or WIDE_EVERY) long, so that no baseline is timed on
+    fewer wide calls than the candidate. A forward counting its calls cannot tell which of a run's is the wide one.
+    Whether a wide key is a wide call is the problem's (keyed.wide_sign): where the reference allows no sign, none is."""
+    run = max(1, min(WIDE_EVERY, n if run is None else run))
     keys: list[int] = []
-    for start in range(0, n, WIDE_EVERY):
-        slot = secrets.randbelow(WIDE_EVERY)
-        keys += [_key(wide=i == slot) for i in range(min(WIDE_EVERY, n - start))]
+    for start in range(0, n, run):
+        slot = secrets.randbelow(run)
+        keys += [_key(wide=i == slot) for i in range(min(run, n - start))]
     return keys
 
 
