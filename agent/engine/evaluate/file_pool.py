@@ -37,7 +37,6 @@ _CHUNK = 64 << 20  # zeroed through one mapping at a time, so scrubbing never ma
 # linux/falloc.h: free a range's pages, the file's size unchanged (it is sealed at its size anyway).
 FALLOC_FL_KEEP_SIZE = 0x01
 FALLOC_FL_PUNCH_HOLE = 0x02
-_HUGE_PAGE = 2 << 20  # kept ranges end on one: shmem may back a file with transparent huge pages
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 _fallocate = getattr(_libc, "fallocate", None)
 if _fallocate is not None:
@@ -148,7 +147,7 @@ def free_past(fd: int, keep: int) -> None:
     """Free every page of the file past its first `keep` bytes (rounded up to a huge page): they read as zeros after.
     OSError where the file system cannot punch holes."""
     size = os.fstat(fd).st_size
-    start = min(size, -(-keep // _HUGE_PAGE) * _HUGE_PAGE)
+    start = min(size, -(-keep // tensor_file.HUGE_PAGE) * tensor_file.HUGE_PAGE)  # a huge page kept whole
     if start >= size:
         return
     if _fallocate is None:

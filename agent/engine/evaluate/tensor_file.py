@@ -26,7 +26,7 @@ _DTYPES = {str(d): d for d in (torch.float64, torch.float32, torch.float16, torc
 _MAX_ENTRIES = 100_000
 _MAX_EXTENT = 1 << 62  # the product of a shape's non-zero dimensions: torch's sizes are int64
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux only; elsewhere pages fault in as usual
-_HUGE_PAGE = 2 << 20  # the largest page shmem backs a file with on x86-64 (transparent huge pages)
+HUGE_PAGE = 2 << 20  # the largest page shmem backs a file with on x86-64 (transparent huge pages)
 
 Key = tuple[Any, ...]
 
@@ -62,13 +62,18 @@ def needed_bytes(layout: Any, size: int, prefix: str | None = None) -> int:
     except TensorFileError:
         return 0
     if prefix is not None:
-        chain = []
-        while (prefix, len(chain)) in entries:
-            chain.append(entries[(prefix, len(chain))])
-        entries = dict(enumerate(chain))
+        entries = {i: entries[(prefix, i)] for i in range(_chain_length(entries, (prefix,)))}
     if not entries:
         return 0
-    return sum(_round_up(nbytes) for _, _, _, nbytes in entries.values()) + _HUGE_PAGE * (len(entries) + 1)
+    return sum(_round_up(nbytes) for _, _, _, nbytes in entries.values()) + HUGE_PAGE * (len(entries) + 1)
+
+
+def _chain_length(entries: dict[Key, Any], prefix: tuple[Any, ...]) -> int:
+    """How many of prefix + (0,), prefix + (1,), ... are keys of `entries`, up to the first gap."""
+    n = 0
+    while (*prefix, n) in entries:
+        n += 1
+    return n
 
 
 def _round_up(n: int) -> int:
@@ -124,10 +129,7 @@ class TensorFileReader:
 
     def count(self, *prefix: Any) -> int:
         """How many entries prefix + (0,), prefix + (1,), ... there are, up to the first gap; nothing is mapped."""
-        n = 0
-        while (*prefix, n) in self._entries:
-            n += 1
-        return n
+        return _chain_length(self._entries, prefix)
 
     def described(self, key: Key) -> tuple[torch.dtype, list[int]] | None:
         """An entry's dtype and shape as its writer described them, or None; nothing is mapped."""
@@ -150,10 +152,7 @@ class TensorFileReader:
 
     def tensors(self, *prefix: Any) -> list[torch.Tensor]:
         """The tensors whose keys are prefix + (0,), prefix + (1,), ... in order, up to the first gap."""
-        out = []
-        while (t := self.get((*prefix, len(out)))) is not None:
-            out.append(t)
-        return out
+        return [self.get((*prefix, i)) for i in range(self.count(*prefix))]
 
     def device_tensors(self, device: str, *prefix: Any) -> list[torch.Tensor]:
         """As tensors(), copied to `device` (on the CPU too: the writer may still be running, and what is

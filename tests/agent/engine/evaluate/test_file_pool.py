@@ -116,9 +116,9 @@ def test_a_returned_file_keeps_only_the_pages_its_protocol_needed_and_frees_the_
             _write_through_a_mapping(fd, 3 * CAPACITY, 4 << 20)  # far past it
             assert _held_bytes(fd) >= 5 << 20
             pool.keep_pages(fd, 1 << 20)
-        assert _held_bytes(fd) <= file_pool._HUGE_PAGE, "the pages past the protocol's were not freed at once"
+        assert _held_bytes(fd) <= tensor_file.HUGE_PAGE, "the pages past the protocol's were not freed at once"
         pool.settle()
-        assert (1 << 20) <= _held_bytes(fd) <= file_pool._HUGE_PAGE, "the protocol's pages are kept for the next writer"
+        assert (1 << 20) <= _held_bytes(fd) <= tensor_file.HUGE_PAGE, "the protocol's pages are kept for the next writer"
         with pool.lend(4 * CAPACITY) as again:
             assert again == fd
             whole = tensor_file._shared(again, 0, torch.uint8, [4 * CAPACITY])
