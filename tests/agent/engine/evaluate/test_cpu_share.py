@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from agent.engine.evaluate import EvalConfig, Evaluator
-from agent.engine.evaluate.cpu_share import CALLS_TICK_SECONDS, SLACK, call_cores, call_over_threads, over_threads
+from agent.engine.evaluate.cpu_share import (CALLS_TICK_SECONDS, SLACK, TICK_SECONDS, call_cores, call_over_threads,
+                                             over_threads)
 from agent.engine.sandbox import Limits
 
 CORPUS = Path(__file__).resolve().parents[3] / "corpus"
@@ -118,7 +119,11 @@ def test_a_kernel_on_more_openmp_threads_than_allowed_is_rejected_and_a_one_thre
     # A reading of a job that ran its batches is about a core or more; none at all would be a broken reading.
     assert greedy.timing.cpu_cores > 0.3, greedy.timing
     if greedy.status.value == "accepted":
-        assert greedy.timing.cpu_cores <= SLACK
+        # Let through, it must be a reading the rule passes: SLACK cores per thread plus TICK_SECONDS of reading error
+        # over the batches' wall time, which is at least the timed calls' own (CI's run: 1.105 cores, inside it).
+        timing = greedy.timing
+        least_wall = timing.rounds * timing.calls_per_batch["candidate"] * timing.candidate_ms / 1000
+        assert least_wall > 0 and timing.cpu_cores <= SLACK + TICK_SECONDS / least_wall, timing
         pytest.skip(f"the second core was busy: the exploit ran on {greedy.timing.cpu_cores:.2f} cores, nothing to catch")
     assert greedy.status.value == "rejected" and "cpu_over_threads" in greedy.flag_names(), greedy.message
 
