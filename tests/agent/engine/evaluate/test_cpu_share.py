@@ -88,6 +88,18 @@ def test_null_batches_cut_short_leave_the_harness_in_the_calls_figure():
     assert cpu / wall == pytest.approx(1.0) and call_over_threads(skipping, threads=1) is None
 
 
+def _the_rule_passes(timing, calls_alone: bool) -> bool:
+    """Whether a let-through exploit's reading is one the rule passes (its second core was busy), not a broken rule:
+    SLACK cores per thread plus the reading's error in seconds over the wall time read. The verdict keeps the cores,
+    not the seconds, so the wall time is taken as half the timed calls' (rounds x calls x median call): less than the
+    batches' and the calls' own, so the bound is at least as loose as the rule's. Loose, but it still fails a rule
+    that read nothing or let through two cores; the rule's own bounds are the pure tests above."""
+    cores = timing.cpu_cores_calls if calls_alone else timing.cpu_cores
+    least_wall = 0.5 * timing.rounds * timing.calls_per_batch["candidate"] * timing.candidate_ms / 1000
+    error = CALLS_TICK_SECONDS if calls_alone else TICK_SECONDS
+    return cores is not None and least_wall > 0 and cores <= SLACK + error / least_wall
+
+
 @pytest.mark.slow
 def test_a_kernel_on_more_openmp_threads_than_allowed_is_rejected_and_a_one_thread_one_is_not(tmp_path):
     """tests/corpus's silu + bias kernel, once as written (OpenMP on the evaluation's one thread) and once with
@@ -119,11 +131,7 @@ def test_a_kernel_on_more_openmp_threads_than_allowed_is_rejected_and_a_one_thre
     # A reading of a job that ran its batches is about a core or more; none at all would be a broken reading.
     assert greedy.timing.cpu_cores > 0.3, greedy.timing
     if greedy.status.value == "accepted":
-        # Let through, it must be a reading the rule passes: SLACK cores per thread plus TICK_SECONDS of reading error
-        # over the batches' wall time, which is at least the timed calls' own (CI's run: 1.105 cores, inside it).
-        timing = greedy.timing
-        least_wall = timing.rounds * timing.calls_per_batch["candidate"] * timing.candidate_ms / 1000
-        assert least_wall > 0 and timing.cpu_cores <= SLACK + TICK_SECONDS / least_wall, timing
+        assert _the_rule_passes(greedy.timing, calls_alone=False), greedy.timing  # CI read 1.105 cores here once
         pytest.skip(f"the second core was busy: the exploit ran on {greedy.timing.cpu_cores:.2f} cores, nothing to catch")
     assert greedy.status.value == "rejected" and "cpu_over_threads" in greedy.flag_names(), greedy.message
 
@@ -187,7 +195,7 @@ def test_a_kept_worker_thread_woken_inside_each_call_is_rejected_by_the_calls_al
         verdict = evaluator.evaluate(problem, exploit)
     assert verdict.correct and verdict.timing is not None and verdict.timing.cpu_cores_calls is not None, verdict.message
     if verdict.status.value == "accepted":
-        assert verdict.timing.cpu_cores_calls <= SLACK + CALLS_TICK_SECONDS / 0.1, verdict.timing
+        assert _the_rule_passes(verdict.timing, calls_alone=True), verdict.timing
         pytest.skip(f"the second core was busy: the worker ran on {verdict.timing.cpu_cores_calls:.2f} cores in the calls")
     assert verdict.status.value == "rejected" and "cpu_over_threads" in verdict.flag_names(), verdict.message
 
@@ -276,6 +284,7 @@ def test_a_second_core_hidden_from_the_readings_is_rejected(tmp_path, name, prel
     assert verdict.correct and verdict.timing is not None, verdict.message
     assert verdict.timing.cpu_cores_calls is not None, verdict.timing  # a reading of the calls, whatever the nulls said
     if verdict.status.value == "accepted":
-        assert max(verdict.timing.cpu_cores, verdict.timing.cpu_cores_calls) <= SLACK + CALLS_TICK_SECONDS / 0.1, verdict.timing
+        assert _the_rule_passes(verdict.timing, calls_alone=False), verdict.timing
+        assert _the_rule_passes(verdict.timing, calls_alone=True), verdict.timing
         pytest.skip(f"the second core was busy: the helper ran on {verdict.timing.cpu_cores_calls:.2f} cores in the calls")
     assert verdict.status.value == "rejected" and "cpu_over_threads" in verdict.flag_names(), verdict.message
