@@ -32,6 +32,7 @@ from agent.engine.evaluate.loader import UnbuiltExtension, exec_module
 from agent.engine.evaluate.memory import poison_blocks
 from agent.engine.evaluate.parking import Shelf
 from agent.engine.evaluate.plan import build_model
+from agent.engine.evaluate.python_kernels import watch_python_kernels
 from agent.engine.evaluate.tensor_file import TensorFileReader, TensorFileWriter
 
 # How long a checked call's outputs must stay unchanged after it returned.
@@ -45,6 +46,11 @@ def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
     device = payload["device"]
     setup_device(device, context["limits"], payload.get("threads"))
     census = _Census(frozenset(payload["allowed_ops"]) | guards.MEMORY_OPS, device)  # armed before the import
+    watch_python_kernels(census.rearm)  # a torch.library kernel's own PyTorch calls are counted too
+    # TorchScript runs its ops in C++, where the census (a Python function mode) never sees them, and the ATen
+    # recorder is off in timed calls: a scripted fallback in timed calls only was accepted (session 40). With the
+    # JIT off, torch.jit.script and torch.jit.trace hand back the Python function, whose calls are counted.
+    torch.jit._state.disable()
     router = extension_router(payload, loadable=True)
     if payload.get("built_keys") is not None:  # what the trusted side built: anything else is asked of it
         router.refuse_misses, router.known = True, frozenset(payload["built_keys"])
@@ -286,6 +292,7 @@ class _Census(TorchFunctionMode):
         self.depth = 0
         self.armed = True
         self.result: list[dict[str, str]] | None = None
+        self.recorder: guards.OpRecorder | None = None  # the checked call's ATen recorder, put back with the census
         self.__enter__()
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
@@ -309,13 +316,32 @@ class _Census(TorchFunctionMode):
             self.depth -= 1
 
     @contextlib.contextmanager
-    def forward(self) -> Iterator[None]:
+    def forward(self, recorder: guards.OpRecorder | None = None) -> Iterator[None]:
         self.calls += 1
-        self.where = self.FORWARD
+        self.where, self.recorder = self.FORWARD, recorder
         try:
             yield
         finally:
-            self.where = None
+            self.where, self.recorder = None, None
+
+    @contextlib.contextmanager
+    def rearm(self) -> Iterator[None]:
+        """Around a Python kernel the candidate registered (python_kernels.py), inside a forward: the census and the
+        checked call's recorder, each off the stack while its own handler runs the op, are put back on it, and the
+        kernel's calls count as the forward's own. Outside a forward (the harness's own work) nothing changes."""
+        if self.where not in (self.FORWARD, self.TIMED):
+            yield
+            return
+        depth, self.depth = self.depth, 0
+        try:
+            with self:
+                if self.recorder is not None:
+                    with self.recorder:
+                        yield
+                else:
+                    yield
+        finally:
+            self.depth = depth
 
     def timed_findings(self) -> list[dict[str, str]]:
         """After a timed batch: the census still armed (its canary seen), and any PyTorch compute outside the
@@ -402,7 +428,14 @@ def _aten_name_cached(func: Any) -> str | None:
 
 def _aten_name(func: Any) -> str | None:
     """The ATen op a PyTorch API function stands for (Tensor.__mul__, __rmul__, __imul__ and mul_ -> mul), or None
-    for what is not one (attribute getters, __getitem__, the candidate's own functions)."""
+    for what is not one (attribute getters, __getitem__, the candidate's own functions and ops). An op called through
+    torch.ops by its overload (torch.ops.aten._softmax.default, whose __name__ is "_softmax.default") is named by its
+    packet, ATen's or prims' alike; an op of another namespace is the candidate's own, and its Python kernel, if it
+    has one, is counted from inside (python_kernels.py)."""
+    if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        packet = func.overloadpacket if isinstance(func, torch._ops.OpOverload) else func
+        namespace, _, op = packet._qualified_op_name.partition("::")
+        return op if namespace in ("aten", "prims") and op not in _NOT_COMPUTE else None
     name = getattr(func, "__name__", "") or ""
     if name.startswith("__"):
         bare = name.strip("_")
@@ -453,7 +486,7 @@ def _checked_call(model: Any, args: list[Any], sizes: list[int], payload: dict[s
     recorder = guards.OpRecorder(frozenset(payload["allowed_ops"]))
     with torch.no_grad():
         with recorder:
-            with census.forward():
+            with census.forward(recorder):
                 raw = model(*args)
             live = guards.recorder_is_live(recorder)
         census.canary()

@@ -1,8 +1,11 @@
 """The op census in the candidate's job: armed before the import, it counts the checked calls and, pushed again around
-each one, the timed calls too (a forward that runs its kernel while checked and PyTorch once timed is found)."""
+each one, the timed calls too (a forward that runs its kernel while checked and PyTorch once timed is found); ops
+called by their overloads, and the PyTorch calls of Python kernels registered with torch.library, included."""
 import torch
 
-from agent.engine.evaluate.candidate_job import _Census, _checked_outputs
+from agent.engine.evaluate.candidate_job import _aten_name, _Census, _checked_outputs
+from agent.engine.evaluate.guards import OpRecorder
+from agent.engine.evaluate.python_kernels import watch_python_kernels
 
 X = torch.randn(64)
 SHAPES = [(X.shape, X.dtype)]
@@ -76,3 +79,45 @@ def test_with_every_op_allowed_the_timed_calls_pass_through_no_census():
     timed(X)
     assert stacks == [[]], "nothing it could find, so nothing it costs the candidate's calls"
     assert census.timed_findings() == [] and census.forbidden_timed == {}
+
+
+def test_an_op_called_by_its_overload_is_counted_by_its_packets_name():
+    census = _census()
+    timed = _checked_outputs(lambda x: torch.ops.aten.sigmoid.default(torch.ops.aten.empty_like.default(x)), SHAPES,
+                             census)
+    timed(X)
+    assert census.forbidden_timed == {"sigmoid": 1}, "ATen's overload named as its op; allowed empty_like not counted"
+    assert _aten_name(torch.ops.prims.exp.default) == "exp", "prims compute too"
+
+
+def _watched(monkeypatch) -> None:
+    """The candidate's job installs this before the import; the test restores the binding afterwards."""
+    for method in ("impl", "fallback"):
+        monkeypatch.setattr(torch._C._DispatchModule, method, getattr(torch._C._DispatchModule, method))
+
+
+def test_pytorch_calls_inside_a_registered_python_kernel_are_counted_by_both_records(monkeypatch):
+    _watched(monkeypatch)
+    census = _Census(frozenset({"empty_like"}), "cpu")
+    watch_python_kernels(census.rearm)
+
+    @torch.library.custom_op("ks_test_census::hidden_sigmoid", mutates_args=())
+    def hidden_sigmoid(x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x)
+
+    library = torch.library.Library("ks_test_census", "FRAGMENT")
+    library.define("hidden_tanh(Tensor x) -> Tensor")
+    library.impl("hidden_tanh", lambda x: torch.tanh(x), "CompositeExplicitAutograd")
+    recorder = OpRecorder(frozenset({"empty_like"}))
+    with torch.no_grad(), recorder, census.forward(recorder):
+        y = torch.ops.ks_test_census.hidden_tanh(hidden_sigmoid(X))
+    census.canary()
+    assert torch.allclose(y, torch.tanh(torch.sigmoid(X))), "the kernels ran as registered"
+    assert set(recorder.forbidden) == {"sigmoid", "tanh"}, "the ATen recorder saw inside both kernels"
+    assert "sigmoid x1" in census.finish()[0]["detail"]
+    timed = _checked_outputs(lambda x: hidden_sigmoid(x), SHAPES, census)
+    timed(X)
+    assert census.forbidden_timed == {"sigmoid": 1}, "and the census in a timed call"
+    before = dict(census.forbidden_timed)
+    hidden_sigmoid(X)  # the harness's own call of the op, outside any forward
+    assert census.forbidden_timed == before
