@@ -43,10 +43,13 @@ def call_cores(rounds: list[tuple[tuple[float, float], tuple[float, float]]], th
     job on its threads reads at most `threads` cores, loaded or not.
 
     A null batch's CPU time at or above its candidate batches' (the same harness plus the calls) is not the harness's:
-    the job burnt CPU there to take more off. Nothing is credited then, and the figure is the whole batches'."""
+    the job burnt CPU there to take more off. Nothing is credited then, and the figure is the whole batches'. Nor
+    where the harness's least wall time (the credit over `threads`) would leave the calls none of the batches' time:
+    burnt to just under the batches' CPU, the credit left the calls no wall time, a reading the rule passed, and two
+    threads were accepted at 1.76x (the fourth red team's x3)."""
     batches_cpu, batches_wall = sum(c for (c, _), _null in rounds), sum(w for (_, w), _null in rounds)
     credit = min(sum(c for _calls, (c, _) in rounds), threads * sum(w for _calls, (_, w) in rounds))
-    if credit >= batches_cpu:
+    if credit >= batches_cpu or credit / threads >= batches_wall:
         credit = 0.0
     return batches_cpu - credit, batches_wall - credit / threads
 

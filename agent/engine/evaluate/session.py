@@ -59,6 +59,10 @@ class ProblemFailed(RuntimeError):
     """The reference's job failed: the problem itself is at fault, not the candidate."""
 
 
+# What the parent reads of a reply's in-process findings (_take_flags): names of Flag only, at most this many entries.
+_FLAG_NAMES = frozenset(f.value for f in Flag)
+_FLAGS_PER_REPLY = 4 * len(Flag)
+
 @dataclass(frozen=True)
 class CandidateRound:
     """One round's candidate batch, in seconds, with its events (ms, the candidate's own word: a cross-check), the
@@ -388,6 +392,10 @@ class Session:
                 times[name], got, own_events = seconds, reply.get("projections"), _events_per_call(reply, n)
                 own_null = self._candidate_null(keys[:n])
                 if calls_cpu is not None:
+                    # The whole-batch reading is of the rounds' batches only: a warm-up batch's time is the job's to
+                    # stretch (it slept 6 s in its first one, and two threads read 0.22 cores: the fourth red team's x3).
+                    self.outcome.cpu_seconds += calls_cpu
+                    self.outcome.cpu_wall_seconds += seconds
                     # A null batch the job did not run as one (its reply is its word) credits nothing: the round's
                     # calls are then read as its whole batch, as the whole-batch rule reads them.
                     null_cpu = (self._batch_cpu, own_null) if own_null is not None and self._batch_cpu is not None \
@@ -440,19 +448,19 @@ class Session:
             # allocator was emptied for the reference's job): an untimed batch of one call, on a key never timed, does.
             self._ask_cand({"cmd": "batch", "keys": _keys(1)}, self._batch_seconds(1))
         self._ask_cand({"cmd": "ping"}, 60.0)  # woken after its stop, and its GPU context current
-        began = self.cand.send({"cmd": "batch", "keys": keys, **({"null": True} if null else {})})
+        try:
+            began = self.cand.send({"cmd": "batch", "keys": keys, **({"null": True} if null else {})})
+        except ChannelError as exc:
+            self._fail("runtime_error", str(exc))
         reply, ended = self._receive_cand(self._batch_seconds(len(keys)))
         self._stop_candidate()
         self._batch_cpu = None
         if cpu_before is not None and self.control.cpu_seconds is not None:
+            # Against the batch's own time: the CPU of the rest of the window (the ping, the stop) is ours and small,
+            # and a candidate that idles there (in its own process, before the batch) cannot thin the figure out. The
+            # rounds add it up (_round), their candidate batches only: a job that idled through its null batches
+            # (which hold no call, and whose length is its own to choose) thinned out the threads its calls had used.
             self._batch_cpu = self.control.cpu_seconds - cpu_before
-            if not null:
-                # Against the batch's own time: the CPU of the rest of the window (the ping, the stop) is ours and
-                # small, and a candidate that idles there (in its own process, before the batch) cannot thin the figure
-                # out. Calls only: a job that idled through its null batches (which hold no call, and whose length is
-                # its own to choose) thinned out the threads its calls had used (docs/threat-model.md).
-                self.outcome.cpu_seconds += self._batch_cpu
-                self.outcome.cpu_wall_seconds += ended - began
         return ended - began, reply
 
     def _check_batch(self, keys: list[int], got: Any, m: Measured, command: str = "verify") -> None:
@@ -575,12 +583,17 @@ class Session:
         return any(f["flag"] in _REJECTING for f in self.outcome.flags)
 
     def _take_flags(self, reply: dict[str, Any]) -> None:
-        """The candidate's own in-process findings: they can only count against it (judge.py)."""
+        """The candidate's own in-process findings: they can only count against it (judge.py). Only names of Flag
+        are taken, each once, and only the first _FLAGS_PER_REPLY entries of a reply are read: a reply of 45,000
+        made-up names, each checked against every name kept, held the parent for a minute (the fourth red team's x4;
+        a 4 MiB reply would have held it half an hour)."""
         flags = reply.get("flags")
-        for finding in flags if isinstance(flags, list) else []:
-            if isinstance(finding, dict) and isinstance(finding.get("flag"), str) \
-                    and not any(f["flag"] == finding["flag"] for f in self.outcome.flags):
-                self.outcome.flags.append({"flag": finding["flag"], "detail": str(finding.get("detail", ""))[:2000]})
+        taken = {f["flag"] for f in self.outcome.flags}
+        for finding in flags[:_FLAGS_PER_REPLY] if isinstance(flags, list) else []:
+            name = finding.get("flag") if isinstance(finding, dict) else None
+            if isinstance(name, str) and name in _FLAG_NAMES and name not in taken:
+                taken.add(name)
+                self.outcome.flags.append({"flag": name, "detail": str(finding.get("detail", ""))[:2000]})
 
     def _receive_cand(self, seconds: float) -> tuple[dict[str, Any], float]:
         try:

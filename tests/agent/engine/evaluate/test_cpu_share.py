@@ -80,6 +80,16 @@ def test_null_batches_burning_more_cpu_than_their_candidate_batches_are_credited
     assert call_cores(burning, threads=1) == pytest.approx((1.5, 1.35))
 
 
+def test_null_batches_burnt_to_leave_the_calls_no_wall_time_are_credited_nothing():
+    # Two threads: 0.2 s of CPU in 0.1 s of batch. Null batches burnt to 0.19 s over 0.2 s, under the batches' CPU: the
+    # harness would then have taken 0.19 s of a 0.1 s batch, and the calls' wall time came out negative, which the rule
+    # read as nothing read (the fourth red team's x3, accepted at 1.76x). Credited nothing, they read 2 cores.
+    burnt = [((0.200, 0.100), (0.190, 0.200))] * 15
+    assert call_cores(burnt, threads=1) == pytest.approx((3.0, 1.5))
+    why = call_over_threads(burnt, threads=1)
+    assert why is not None and "2.00 cores" in why
+
+
 def test_null_batches_cut_short_leave_the_harness_in_the_calls_figure():
     # A job that skips the harness's work in its null batches takes less off: the calls' figure is the whole batch's,
     # so it gains nothing over the whole-batch rule; on one honest thread it still reads one core.
