@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import threading
 import time
 import traceback
+import types as pytypes
 from typing import Any, BinaryIO, Iterator
 
 import torch
@@ -32,7 +34,7 @@ from agent.engine.evaluate.loader import UnbuiltExtension, exec_module
 from agent.engine.evaluate.memory import poison_blocks
 from agent.engine.evaluate.parking import Shelf
 from agent.engine.evaluate.plan import build_model
-from agent.engine.evaluate.python_kernels import watch_python_kernels
+from agent.engine.evaluate.census_reach import watch_forks, watch_python_kernels, watch_threads
 from agent.engine.evaluate.tensor_file import TensorFileReader, TensorFileWriter
 
 # How long a checked call's outputs must stay unchanged after it returned.
@@ -47,6 +49,8 @@ def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
     setup_device(device, context["limits"], payload.get("threads"))
     census = _Census(frozenset(payload["allowed_ops"]) | guards.MEMORY_OPS, device)  # armed before the import
     watch_python_kernels(census.rearm)  # a torch.library kernel's own PyTorch calls are counted too
+    watch_threads(census)  # and those of the threads the candidate starts
+    watch_forks(census.in_child)  # and a process forked from the job computes nothing of PyTorch's
     # TorchScript runs its ops in C++, where the census (a Python function mode) never sees them, and the ATen
     # recorder is off in timed calls: a scripted fallback in timed calls only was accepted (session 40). With the
     # JIT off, torch.jit.script and torch.jit.trace hand back the Python function, whose calls are counted.
@@ -276,6 +280,7 @@ class _Census(TorchFunctionMode):
     # Where the calls it sees come from: a checked call (forward()), a timed one (set by _checked_outputs, with no
     # canary after each: the batch's one follows it), the harness's canary; None: the harness's own work.
     FORWARD, TIMED, CANARY = "forward", "timed", "canary"
+    CHILD = "child"  # in a process forked from the job (census_reach.watch_forks): PyTorch compute there fails
 
     def __init__(self, allowed: frozenset[str], device: str) -> None:
         super().__init__()
@@ -289,7 +294,7 @@ class _Census(TorchFunctionMode):
         self.forbidden_timed: dict[str, int] = {}  # in timed calls (pushed again around each: arm())
         self.reported_timed = 0  # how many of those a batch's reply has reported already
         self.where: str | None = None
-        self.depth = 0
+        self._thread = _PerThread()  # inside a call it passed on, per thread: threads carry the census too
         self.armed = True
         self.result: list[dict[str, str]] | None = None
         self.recorder: guards.OpRecorder | None = None  # the checked call's ATen recorder, put back with the census
@@ -299,21 +304,53 @@ class _Census(TorchFunctionMode):
         # Every PyTorch call of a timed forward comes through here, so this stays lean: its cost falls on the candidate's
         # figure. On the 2-core box 3.2 us a call with the name worked out each time, 2.4 us with it looked up, beside
         # 1.3 us for torch.empty_like itself; most of what is left is PyTorch's dispatch to any Python mode.
-        where = self.where
-        if where is not None and not self.depth:
+        where, local = self.where, self._thread
+        if where is not None and not local.depth:
             name = _aten_name_cached(func)
-            if name is not None:
+            if where == self.CHILD:
+                _refuse_in_child(name if name is not None and name not in self.allowed else None, types, args, kwargs)
+            elif name is not None:
                 if where == self.CANARY:
                     if name == "exp":
                         self.canaries += 1
                 elif name not in self.allowed and not self.everything_allowed:
-                    found = self.forbidden if where == self.FORWARD else self.forbidden_timed
-                    found[name] = found.get(name, 0) + 1
-        self.depth += 1
+                    self._count(where, name)
+            if types and where in (self.FORWARD, self.TIMED):
+                # A type of the candidate's own takes the call over, through its __torch_function__ or, beneath the
+                # dispatcher, its __torch_dispatch__ (a wrapper subclass whose __torch_function__ is disabled), and what
+                # its handler runs runs inside this call, unseen: torch.clone of such a box ran torch.softmax, and one
+                # of such a subclass F.silu (the fifth red team, accepted at 1.29x). Any type but a plain tensor's
+                # counts.
+                for kind in types:
+                    if _overrides(kind):
+                        self._count(where, f"__torch_function__ of {getattr(kind, '__qualname__', kind)}")
+            if where in (self.FORWARD, self.TIMED):
+                # A subclass whose __torch_function__ is disabled is in no call's `types`: it is found by its arguments.
+                for kind in _subclasses(args, kwargs):
+                    self._count(where, f"__torch_dispatch__ of {getattr(kind, '__qualname__', kind)}")
+        local.depth += 1
         try:
             return func(*args, **(kwargs or {}))
         finally:
-            self.depth -= 1
+            local.depth -= 1
+
+    def _count(self, where: str, name: str) -> None:
+        if self.everything_allowed:
+            return
+        found = self.forbidden if where == self.FORWARD else self.forbidden_timed
+        found[name] = found.get(name, 0) + 1
+
+    def in_child(self) -> None:
+        """In a process forked from the job (census_reach.watch_forks): from now on its PyTorch compute fails."""
+        self.where = self.CHILD
+
+    @property
+    def depth(self) -> int:
+        return self._thread.depth
+
+    @depth.setter
+    def depth(self, value: int) -> None:
+        self._thread.depth = value
 
     @contextlib.contextmanager
     def forward(self, recorder: guards.OpRecorder | None = None) -> Iterator[None]:
@@ -402,13 +439,16 @@ class _Census(TorchFunctionMode):
 
 
 # Python operators on tensors and the ATen op each stands for (reflected and in-place forms too).
-_OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "floordiv": "floor_divide", "mod": "remainder",
+_OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "div": "div", "floordiv": "floor_divide", "mod": "remainder",
               "pow": "pow", "matmul": "matmul", "neg": "neg", "abs": "abs", "invert": "bitwise_not", "and": "bitwise_and",
               "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
               "lt": "lt", "le": "le", "gt": "gt", "ge": "ge", "eq": "eq", "ne": "ne"}
 # ATen names that are no tensor compute (list and dict helpers that share a name with a Python method).
 _NOT_COMPUTE = frozenset({"get", "len", "format", "str", "list", "dim", "numel", "is_contiguous", "data_ptr", "element_size",
-                          "stride", "storage_offset", "is_floating_point", "is_complex", "__contains__", "keys", "values"})
+                          "stride", "storage_offset", "is_floating_point", "is_complex", "__contains__", "keys", "values",
+                          # Tensor methods written in Python that compute nothing (counted by name otherwise, _aten_name)
+                          "storage", "untyped_storage", "is_shared", "share_memory", "register_hook", "dim_order",
+                          "register_post_accumulate_grad_hook", "module_load", "get_device", "is_pinned"})
 
 
 # _aten_name's answers by the function's identity (the same few functions come back on every call), each with the
@@ -435,7 +475,7 @@ def _aten_name(func: Any) -> str | None:
     if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         packet = func.overloadpacket if isinstance(func, torch._ops.OpOverload) else func
         namespace, _, op = packet._qualified_op_name.partition("::")
-        return op if namespace in ("aten", "prims") and op not in _NOT_COMPUTE else None
+        return None if op in _NOT_COMPUTE else guards.torch_op_name(namespace, op)
     name = getattr(func, "__name__", "") or ""
     if name.startswith("__"):
         bare = name.strip("_")
@@ -444,9 +484,46 @@ def _aten_name(func: Any) -> str | None:
                 return _OPERATORS[bare[len(prefix):]]
         return None
     name = name.rstrip("_")
-    if not name or name in _NOT_COMPUTE or not hasattr(torch.ops.aten, name):
+    if not name or name in _NOT_COMPUTE:
         return None
-    return name
+    if hasattr(torch.ops.aten, name):
+        return name
+    # PyTorch's own Python functions with no ATen op of their name (F.softsign, F.softmin, F.normalize, F.interpolate,
+    # F.cross_entropy...) compute through other calls, made inside this one where the census does not see them: each
+    # counts under its own name (the fifth red team: their calls were counted by nothing in timed calls).
+    if isinstance(func, pytypes.FunctionType) and str(getattr(func, "__module__", "")).startswith("torch"):
+        return name
+    return None
+
+
+class _PerThread(threading.local):
+    depth = 0  # how many calls the census passed on are running in this thread (their own calls are theirs)
+
+
+def _overrides(kind: Any) -> bool:
+    """Whether a call's argument of type `kind` can take the call over: anything but a plain tensor or parameter."""
+    return kind not in guards.PLAIN_TENSOR_TYPES
+
+
+def _subclasses(args: tuple, kwargs: dict | None) -> list[Any]:
+    """The tensor subclasses other than nn.Parameter among a call's arguments (and in lists or tuples of them)."""
+    found = []
+    for value in (*args, *(kwargs.values() if kwargs else ())):
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, torch.Tensor) and type(item) not in guards.PLAIN_TENSOR_TYPES:
+                found.append(type(item))
+    return found
+
+
+def _refuse_in_child(name: str | None, types: Any, args: tuple, kwargs: dict | None) -> None:
+    """In a process forked from the candidate's job, PyTorch compute (or a call a type of its own takes over) fails:
+    nothing there reaches the verdict, so a helper forked at import ran torch.softmax for every call unseen (the fifth
+    red team's x6, accepted). Its own kernels run there as anywhere."""
+    taken = [k for k in types if _overrides(k)] + _subclasses(args, kwargs)
+    if name is not None or taken:
+        what = name if name is not None else f"a call taken over by {getattr(taken[0], '__qualname__', taken[0])}"
+        raise RuntimeError(f"PyTorch compute ({what}) in a process forked from the candidate's job: the evaluation "
+                           "counts only the job's own process, so compute there must be the candidate's own kernels")
 
 
 def _unbuilt(exc: UnbuiltExtension) -> dict[str, Any]:

@@ -26,13 +26,36 @@ MEMORY_OPS = frozenset({
     "arange", "_pin_memory", "is_pinned", "empty_permuted", "_unsafe_view_copy", "view_copy",
 })
 
+# The namespaces of the ops PyTorch itself registers (read when the harness is imported, before any candidate code):
+# aten's and prims', and its own kernels beside them (mkldnn::_linear_pointwise is a fused linear + relu, quantized::
+# and onednn:: have CPU kernels too). An op of one of these is PyTorch's compute, whoever calls it; an op of any other
+# namespace is the candidate's own (its Python kernel, if any, is recorded from inside: python_kernels.py). Until
+# session 40 only aten and prims counted, and a forward of mkldnn::_linear_pointwise was seen by neither record (the
+# fifth red team). The profiler's ops (torch.profiler.record_function) only mark time.
+TORCH_NAMESPACES = frozenset(name.partition("::")[0] for name in torch._C._dispatch_get_all_op_names()) - {"profiler"}
+
+
+def torch_op_name(namespace: str, op: str) -> str | None:
+    """How the allow-list names PyTorch's own op `namespace::op` (aten's and prims' by the op alone), or None for an op
+    that is not PyTorch's."""
+    if namespace in ("aten", "prims"):
+        return op
+    return f"{namespace}::{op}" if namespace in TORCH_NAMESPACES else None
+
+
+# The tensor types a call's arguments may have without taking the call over (a type of the candidate's own with a
+# __torch_function__ or __torch_dispatch__ runs its handler beneath whichever record saw the call, unseen by it).
+PLAIN_TENSOR_TYPES = frozenset({torch.Tensor, torch.nn.Parameter})
+
+
 # Converting a floating value to one of these from a wider type is a precision downgrade.
 _NARROW = {torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2}
 
 
 class OpRecorder(TorchDispatchMode):
     """Records every ATen op run while active, including those called from C++ extensions through
-    the dispatcher. Ops of other namespaces (an extension's own registered ops) are the candidate's."""
+    the dispatcher, and every other op of PyTorch's own (TORCH_NAMESPACES). Ops of other namespaces (an
+    extension's own registered ops) are the candidate's."""
 
     def __init__(self, allowed_compute: frozenset[str]) -> None:
         super().__init__()
@@ -46,8 +69,12 @@ class OpRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         self.seen += 1
         name = func.overloadpacket.__name__
-        if func.namespace in ("aten", "prims") and name not in self.allowed and not self.any:
-            self.forbidden[name] += 1
+        counted = torch_op_name(func.namespace, name)
+        if counted is not None and counted not in self.allowed and not self.any:
+            self.forbidden[counted] += 1
+        for kind in types:
+            if kind not in PLAIN_TENSOR_TYPES and not self.any:
+                self.forbidden[f"__torch_dispatch__ of {getattr(kind, '__qualname__', kind)}"] += 1
         if name == "_to_copy":
             target = kwargs.get("dtype")
             source = args[0].dtype if args and isinstance(args[0], torch.Tensor) else None

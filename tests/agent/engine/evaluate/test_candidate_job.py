@@ -5,7 +5,7 @@ import torch
 
 from agent.engine.evaluate.candidate_job import _aten_name, _Census, _checked_outputs
 from agent.engine.evaluate.guards import OpRecorder
-from agent.engine.evaluate.python_kernels import watch_python_kernels
+from agent.engine.evaluate.census_reach import watch_python_kernels, watch_threads
 
 X = torch.randn(64)
 SHAPES = [(X.shape, X.dtype)]
@@ -121,3 +121,109 @@ def test_pytorch_calls_inside_a_registered_python_kernel_are_counted_by_both_rec
     before = dict(census.forbidden_timed)
     hidden_sigmoid(X)  # the harness's own call of the op, outside any forward
     assert census.forbidden_timed == before
+
+
+def test_pytorch_calls_on_a_thread_the_candidate_started_are_counted(monkeypatch):
+    import _thread
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(_thread, "start_new_thread", _thread.start_new_thread)
+    monkeypatch.setattr(threading, "_start_new_thread", threading._start_new_thread)
+    census = _census()
+    watch_threads(census)
+    pool = ThreadPoolExecutor(max_workers=1)  # made at import, before any call: no background_thread finding
+    pool.submit(lambda: None).result()
+    try:
+        timed = _checked_outputs(lambda x: pool.submit(torch.sigmoid, x).result(), SHAPES, census)
+        timed(X)
+        assert census.forbidden_timed == {"sigmoid": 1}, "the pool's thread carries the census"
+        pool.submit(torch.tanh, X).result()  # between the calls: nothing counted
+        assert census.forbidden_timed == {"sigmoid": 1}
+    finally:
+        pool.shutdown()
+
+
+class _Box:
+    """A tensor-like of the candidate's own: its __torch_function__ takes over whatever PyTorch call it is passed to."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return torch.sigmoid(args[0].tensor)
+
+
+def test_a_call_taken_over_by_a_torch_function_of_the_candidates_own_is_counted_and_a_parameter_is_not():
+    census = _census()
+    parameter = torch.nn.Parameter(torch.randn(64))
+    timed = _checked_outputs(lambda x: torch.clone(_Box(x)) if x is X else torch.empty_like(parameter.detach()),
+                             SHAPES, census)
+    timed(X)
+    assert census.forbidden_timed.get("__torch_function__ of _Box") == 1, census.forbidden_timed
+    timed(X.clone())
+    assert census.forbidden_timed.get("__torch_function__ of _Box") == 1, census.forbidden_timed
+    assert not any("Parameter" in name for name in census.forbidden_timed), "nn.Parameter's is PyTorch's own"
+
+
+def test_pytorch_functions_with_no_aten_op_of_their_name_and_pytorchs_other_ops_are_counted():
+    census = _census()
+    weight, bias, row = torch.randn(8, 64), torch.randn(8), torch.randn(1, 64)
+    forwards = [lambda x: torch.nn.functional.softsign(x), lambda x: 1 / x,
+                lambda x: torch.ops.mkldnn._linear_pointwise(row, weight, bias, "relu", [], "")]
+    for forward in forwards:
+        _checked_outputs(forward, [], census)(X)
+    assert set(census.forbidden_timed) == {"softsign", "div", "mkldnn::_linear_pointwise"}, census.forbidden_timed
+    recorder = OpRecorder(frozenset())
+    with torch.no_grad(), recorder:
+        forwards[2](X)
+    assert "mkldnn::_linear_pointwise" in recorder.forbidden
+
+
+class _Wrapped(torch.Tensor):
+    """A wrapper subclass: __torch_function__ disabled as nn.Parameter's is, its __torch_dispatch__ computing instead."""
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, inner):
+        return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device)
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return torch.sigmoid(args[0].inner)
+
+
+def test_a_call_taken_over_beneath_the_dispatcher_by_a_subclass_is_counted_by_both_records():
+    census = _Census(frozenset({"clone"}), "cpu")  # on the mode stack through the checked calls, as in the job
+    recorder = OpRecorder(frozenset({"clone"}))
+    with torch.no_grad(), recorder, census.forward(recorder):
+        torch.clone(_Wrapped(X))
+    census.canary()
+    assert "__torch_dispatch__ of _Wrapped" in recorder.forbidden, recorder.forbidden
+    assert "__torch_dispatch__ of _Wrapped x1" in census.finish()[0]["detail"]
+
+
+def test_pytorch_compute_in_a_process_forked_from_the_job_fails_there():
+    import os
+
+    census = _Census(frozenset({"empty_like"}), "cpu")  # on the stack, as at the import or in a forward
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: what watch_forks runs first, then a helper's fallback
+        census.in_child()
+        try:
+            torch.sigmoid(X)
+            os.write(write, b"ran")
+        except RuntimeError as exc:
+            os.write(write, b"refused" if "forked from the candidate's job" in str(exc) else b"other")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    census.canary()
+    census.finish()
+    assert os.read(read, 16) == b"refused"
+    os.close(read), os.close(write)
