@@ -48,6 +48,7 @@ SOFTMAX_GPU = "problems/softmax_rows_gpu.py"
 LINEAR = "problems/linear_relu.py"
 LINEAR_GPU = "problems/linear_relu_gpu.py"
 TINY = "problems/tiny_outputs.py"
+DROPOUT = "problems/dropout_live.py"
 SUM = "problems/sum_rows.py"
 SUM_GPU = "problems/sum_rows_gpu.py"
 CLAMP = "problems/clamp_wide.py"
@@ -221,6 +222,9 @@ CASES: list[Case] = [
          frozenset({"forbidden_torch_op"}), "torch.softmax in a wrapper subclass's __torch_dispatch__, on the GPU"),
     Case(_c("exploit_py_forked_helper_fallback"), SOFTMAX, "cpp", "cpu", "not_accepted", RUNTIME_ERROR, NONE,
          "torch.softmax in a helper process forked at import, fed through shared memory"),
+    Case(_c("exploit_cpp_zeros_against_a_random_reference"), DROPOUT, "cpp", "cpu", "not_accepted", INCORRECT, NONE,
+         "zeros for a live dropout: a random reference is judged strictly, never against float64",
+         message="the reference draws random numbers"),
     Case(_c("exploit_cpp_pytorch_fallback_aten"), SOFTMAX, "cpp", "cpu", "not_accepted", REJECTED, frozenset({"forbidden_torch_op"}),
          "C++ extension calls torch::softmax: invisible to Python-level op checks, visible at the dispatcher"),
     Case(_c("exploit_py_pytorch_fallback_aten_ops"), SOFTMAX, "cpp", "cpu", "not_accepted", REJECTED, frozenset({"forbidden_torch_op"}),

@@ -238,6 +238,11 @@ def _timing(verdict: Verdict, out: Outcome, m: Measured, compile_cached: dict[st
         width = (interval[1] - interval[0]) / (vs_best or vs_eager or 1.0)
         verdict.flags.append(Finding(Flag.NOISY_TIMING, f"after {m.rounds} rounds the speedup's interval "
                                      f"{interval[0]:.2f}x-{interval[1]:.2f}x is still {width:.0%} wide"))
+    if m.same_bases:
+        verdict.flags.append(Finding(Flag.NOISY_TIMING, "the problem's get_inputs returned the same values twice (does it "
+                                     "seed its own generator?), so every timed call had the same inputs and a kernel that "
+                                     "kept its last answer would be timed as free: the figure is not a headline. Draw the "
+                                     "inputs from torch's default generator"))
     if m.harness_bound:
         verdict.flags.append(Finding(Flag.NOISY_TIMING, f"the calls of {', '.join(sorted(m.harness_bound))} were too short "
                                      "to tell apart from the harness's own share of each batch"))

@@ -94,6 +94,7 @@ class Measured:
     converged: bool = False
     harness_bound: set[str] = field(default_factory=set)  # functions whose calls were lost in the harness's share
     harness: str = ""  # how the timed calls' inputs were mixed and outputs projected (the reference's job's word)
+    same_bases: bool = False  # the problem's two input sets were equal: every timed call had the same inputs
     # Each round's candidate batch and the null batches of its size, on the parent's clock (CandidateRound): the
     # candidate's figures are recomputed from all of them each round, with one null_scale for the whole evaluation.
     candidate_rounds: list[CandidateRound] = field(default_factory=list)
@@ -272,6 +273,7 @@ class Session:
         pool_seed = secrets.randbits(62)
         bases = self._ask_ref({"cmd": "bases", "pool_seed": pool_seed, "variant": variant})
         m.harness = str(bases.get("harness", ""))[:600]
+        m.same_bases = bases.pop("same_bases", None) is True
         self._eager_checks = bases.get("fused_mix") is True
         self._ask_cand({**bases, "cmd": "bases", "pool_seed": pool_seed})
         if variant is None:

@@ -126,7 +126,7 @@ def test_what_a_candidate_claims_about_its_outputs_fails_its_comparison_and_maps
 
     state = _state("cpu")
     x = torch.randn(64, 64)
-    state.model, state.inputs, state.tolerances, state.rejudge = (lambda t: t * 2), {0: [x]}, (None, None), False
+    state.model, state.inputs, state.tolerances, state.rejudge, state.random = (lambda t: t * 2), {0: [x]}, (None, None), False, False
     size = 4 << 20
     fd, layout = _memfd_with(x * 2, size)
     state.outputs_fd = fd
@@ -150,3 +150,14 @@ def test_what_a_candidate_claims_about_its_outputs_fails_its_comparison_and_maps
     assert not forged["comparison"]["passed"]
     assert note in forged["comparison"]["note"]
     assert mapped == [], "nothing the reference's outputs are not is mapped"
+
+
+def test_two_equal_input_sets_are_told_apart_from_two_draws():
+    from agent.engine.evaluate.reference_job import _same_values
+
+    drawn = torch.Generator().manual_seed(1234)
+    seeded = [torch.randn(4, 4, generator=drawn), 3]
+    again = [torch.randn(4, 4, generator=torch.Generator().manual_seed(1234)), 3]
+    assert _same_values(seeded, again), "a get_inputs that seeds itself returns the same set twice"
+    assert not _same_values(seeded, [torch.randn(4, 4), 3])
+    assert not _same_values([1, 2], [1, 2]), "no tensor: nothing the timed calls would mix"
