@@ -309,25 +309,14 @@ class _Census(TorchFunctionMode):
             name = _aten_name_cached(func)
             if where == self.CHILD:
                 _refuse_in_child(name if name is not None and name not in self.allowed else None, types, args, kwargs)
-            elif name is not None:
-                if where == self.CANARY:
-                    if name == "exp":
-                        self.canaries += 1
-                elif name not in self.allowed and not self.everything_allowed:
+            elif where == self.CANARY:
+                if name == "exp":
+                    self.canaries += 1
+            else:
+                if name is not None and name not in self.allowed:
                     self._count(where, name)
-            if types and where in (self.FORWARD, self.TIMED):
-                # A type of the candidate's own takes the call over, through its __torch_function__ or, beneath the
-                # dispatcher, its __torch_dispatch__ (a wrapper subclass whose __torch_function__ is disabled), and what
-                # its handler runs runs inside this call, unseen: torch.clone of such a box ran torch.softmax, and one
-                # of such a subclass F.silu (the fifth red team, accepted at 1.29x). Any type but a plain tensor's
-                # counts.
-                for kind in types:
-                    if _overrides(kind):
-                        self._count(where, f"__torch_function__ of {getattr(kind, '__qualname__', kind)}")
-            if where in (self.FORWARD, self.TIMED):
-                # A subclass whose __torch_function__ is disabled is in no call's `types`: it is found by its arguments.
-                for kind in _subclasses(args, kwargs):
-                    self._count(where, f"__torch_dispatch__ of {getattr(kind, '__qualname__', kind)}")
+                for taken in _taken_over(types, args, kwargs):
+                    self._count(where, taken)
         local.depth += 1
         try:
             return func(*args, **(kwargs or {}))
@@ -363,7 +352,7 @@ class _Census(TorchFunctionMode):
 
     @contextlib.contextmanager
     def rearm(self) -> Iterator[None]:
-        """Around a Python kernel the candidate registered (python_kernels.py), inside a forward: the census and the
+        """Around a Python kernel the candidate registered (census_reach.py), inside a forward: the census and the
         checked call's recorder, each off the stack while its own handler runs the op, are put back on it, and the
         kernel's calls count as the forward's own. Outside a forward (the harness's own work) nothing changes."""
         if self.where not in (self.FORWARD, self.TIMED):
@@ -471,7 +460,7 @@ def _aten_name(func: Any) -> str | None:
     for what is not one (attribute getters, __getitem__, the candidate's own functions and ops). An op called through
     torch.ops by its overload (torch.ops.aten._softmax.default, whose __name__ is "_softmax.default") is named by its
     packet, ATen's or prims' alike; an op of another namespace is the candidate's own, and its Python kernel, if it
-    has one, is counted from inside (python_kernels.py)."""
+    has one, is counted from inside (census_reach.py)."""
     if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         packet = func.overloadpacket if isinstance(func, torch._ops.OpOverload) else func
         namespace, _, op = packet._qualified_op_name.partition("::")
@@ -500,28 +489,34 @@ class _PerThread(threading.local):
     depth = 0  # how many calls the census passed on are running in this thread (their own calls are theirs)
 
 
-def _overrides(kind: Any) -> bool:
-    """Whether a call's argument of type `kind` can take the call over: anything but a plain tensor or parameter."""
-    return kind not in guards.PLAIN_TENSOR_TYPES
-
-
-def _subclasses(args: tuple, kwargs: dict | None) -> list[Any]:
-    """The tensor subclasses other than nn.Parameter among a call's arguments (and in lists or tuples of them)."""
-    found = []
-    for value in (*args, *(kwargs.values() if kwargs else ())):
-        for item in value if isinstance(value, (list, tuple)) else (value,):
-            if isinstance(item, torch.Tensor) and type(item) not in guards.PLAIN_TENSOR_TYPES:
-                found.append(type(item))
+def _taken_over(types: Any, args: tuple, kwargs: dict | None) -> list[str]:
+    """What of the candidate's own takes this call over, one finding per type. A type of its own takes the call over
+    through its __torch_function__ (then it is in `types`) or, with that disabled as nn.Parameter's is, beneath the
+    dispatcher through its __torch_dispatch__ (then only the arguments show it, lists and tuples of them included); its
+    handler runs inside this call, unseen: torch.clone of such a box ran torch.softmax, and of such a subclass F.silu
+    (the fifth red team, accepted at 1.29x). Every type but a plain tensor's or a parameter's counts."""
+    plain = guards.PLAIN_TENSOR_TYPES
+    found = [f"__torch_function__ of {_qualname(kind)}" for kind in types if kind not in plain]
+    for values in (args, kwargs.values()) if kwargs else (args,):
+        for value in values:
+            for item in value if isinstance(value, (list, tuple)) else (value,):
+                kind = type(item)
+                if kind not in plain and kind not in types and isinstance(item, torch.Tensor):
+                    found.append(f"__torch_dispatch__ of {_qualname(kind)}")
     return found
+
+
+def _qualname(kind: Any) -> str:
+    return str(getattr(kind, "__qualname__", kind))
 
 
 def _refuse_in_child(name: str | None, types: Any, args: tuple, kwargs: dict | None) -> None:
     """In a process forked from the candidate's job, PyTorch compute (or a call a type of its own takes over) fails:
     nothing there reaches the verdict, so a helper forked at import ran torch.softmax for every call unseen (the fifth
     red team's x6, accepted). Its own kernels run there as anywhere."""
-    taken = [k for k in types if _overrides(k)] + _subclasses(args, kwargs)
+    taken = _taken_over(types, args, kwargs)
     if name is not None or taken:
-        what = name if name is not None else f"a call taken over by {getattr(taken[0], '__qualname__', taken[0])}"
+        what = name if name is not None else f"a call taken over: {taken[0]}"
         raise RuntimeError(f"PyTorch compute ({what}) in a process forked from the candidate's job: the evaluation "
                            "counts only the job's own process, so compute there must be the candidate's own kernels")
 

@@ -29,7 +29,7 @@ MEMORY_OPS = frozenset({
 # The namespaces of the ops PyTorch itself registers (read when the harness is imported, before any candidate code):
 # aten's and prims', and its own kernels beside them (mkldnn::_linear_pointwise is a fused linear + relu, quantized::
 # and onednn:: have CPU kernels too). An op of one of these is PyTorch's compute, whoever calls it; an op of any other
-# namespace is the candidate's own (its Python kernel, if any, is recorded from inside: python_kernels.py). Until
+# namespace is the candidate's own (its Python kernel, if any, is recorded from inside: census_reach.py). Until
 # session 40 only aten and prims counted, and a forward of mkldnn::_linear_pointwise was seen by neither record (the
 # fifth red team). The profiler's ops (torch.profiler.record_function) only mark time.
 TORCH_NAMESPACES = frozenset(name.partition("::")[0] for name in torch._C._dispatch_get_all_op_names()) - {"profiler"}

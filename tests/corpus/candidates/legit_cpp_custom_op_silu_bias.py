@@ -1,6 +1,6 @@
 """Legitimate CPU kernel behind a torch.library custom op: legit_cpp_silu_bias's fused silu(x) + bias, called from the
 op's Python kernel, as code written for torch.compile registers it. The records count the kernel's own PyTorch calls
-(python_kernels.py): here only the extension's, which are allowed, so it is accepted like the plain one."""
+(census_reach.py): here only the extension's, which are allowed, so it is accepted like the plain one."""
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
