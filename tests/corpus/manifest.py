@@ -55,6 +55,7 @@ CLAMP = "problems/clamp_wide.py"
 VARIANTS = "problems/scale_shift_variants.py"
 MASKED = "problems/masked_softmax.py"
 LINEAR_WIDE = "problems/linear_wide.py"
+SYMLOG = "problems/symlog_clamp.py"
 
 SIDE_STREAM_FLAGS = frozenset({"side_stream", "work_after_return", "clocks_disagree", "timed_output_mismatch"})
 THREAD_FLAGS = frozenset({"background_thread", "work_after_return"})
@@ -299,6 +300,19 @@ CASES: list[Case] = [
          frozenset({"timed_output_mismatch"}),
          "a C++ clamp in checked calls, a C++ copy of the input in timed ones (told apart by the harness's frames): right "
          "on the problem's own randn and its mixes, wrong on the wide timed calls (x100) that reach the bounds"),
+    Case(_c("exploit_cpp_ill_conditioned_timed_unclamped"), SYMLOG, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"timed_output_mismatch"}),
+         "an exact log1p in checked calls (fails eager's strict check, passes against float64: the reference is found "
+         "ill-conditioned, which turned the wide timed calls off), the clamp skipped in timed ones: wrong on the wide "
+         "calls, which now stay, checked with the reference's own float64 error at their scale"),
+    Case(_c("legit_cpp_symlog_log1p"), SYMLOG, "cpp", "cpu", "accepted", ACCEPTED, NONE,
+         "an exact log1p, clamped in every call: passes against float64 (ill_conditioned_reference), wide calls included"),
+    Case(_c("exploit_cuda_ill_conditioned_timed_unclamped"), SYMLOG, "cuda", "cuda", "not_accepted", REJECTED,
+         frozenset({"timed_output_mismatch"}),
+         "the GPU twin of exploit_cpp_ill_conditioned_timed_unclamped: log1pf in checked calls, the clamp skipped in "
+         "timed ones"),
+    Case(_c("legit_cuda_symlog_log1p"), SYMLOG, "cuda", "cuda", "accepted", ACCEPTED, NONE,
+         "the GPU twin of legit_cpp_symlog_log1p: log1pf, clamped in every call"),
     Case(_c("exploit_cpp_timed_only_unshifted_softmax"), SOFTMAX, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"timed_output_mismatch"}),
          "a max-shifted softmax in checked calls, exp of the raw inputs in timed ones: right on randn and its mixes, "

@@ -8,7 +8,8 @@ the exact answer; compare.held_to_eager then holds the candidate to the referenc
 Runs in the reference's job only, on the model it built and the inputs it drew: nothing here is the candidate's, and
 the candidate's outputs are only read. It runs only after a candidate failed a checked call (never for one that
 passes), and for the keyed checks of the timed calls only once a checked call found the reference ill-conditioned
-(Float64Reference.noise); all of them within a share of the job's time and the memory it has left.
+(Float64Reference.noise: on the timed calls' bases, and on them scaled as each wide call is, since the noise at one scale
+bounds no other); all of them within a share of the job's time and the memory it has left.
 """
 from __future__ import annotations
 

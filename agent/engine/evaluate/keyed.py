@@ -403,6 +403,12 @@ def derive(bases: list[list[Any]], key: int, pools: Pools, sign: int | None = No
     return out
 
 
+def scaled(inputs: list[Any], factor: float) -> list[Any]:
+    """One input set with its floating tensors of more than one element times `factor`, as `derive` scales a wide
+    call's mixes (the rest as it is): the inputs on which the reference's noise at a wide call's scale is measured."""
+    return [v * factor if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel() > 1 else v for v in inputs]
+
+
 def _values(out: torch.Tensor) -> torch.Tensor:
     """An output's values as float32, with non-finite values counted as zero (in both jobs alike)."""
     return out.detach().reshape(-1).to(torch.float32).nan_to_num(0.0, 0.0, 0.0)

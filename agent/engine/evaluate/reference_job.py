@@ -34,7 +34,7 @@ from agent.engine.evaluate.exact import Float64Reference, synced_seconds
 from agent.engine.evaluate.jobs import PROBLEM_MODULE, hardware_facts, setup_device, work_estimate
 import agent.engine.evaluate.keyed_cuda as keyed_cuda
 from agent.engine.evaluate.keyed import WIDE_EVERY, WIDE_SCALE, Pools, bound_of_figures, derive, few_outputs, project, \
-    projection_bound
+    projection_bound, scaled, wide_sign
 from agent.engine.evaluate.loader import exec_module
 from agent.engine.evaluate.memory import CHUNK_BYTES
 from agent.engine.evaluate.parking import Shelf
@@ -134,15 +134,19 @@ def _same_states(before: list[torch.Tensor], after: list[torch.Tensor]) -> bool:
     return len(before) == len(after) and all(torch.equal(b, a) for b, a in zip(before, after))
 
 
-def _wide_words(signs: tuple[int, ...], wanted: Any, ill_conditioned: bool) -> str:
+def _wide_words(signs: tuple[int, ...], wanted: Any, wide_noise: dict[int, list[float] | None]) -> str:
     """What the verdict's harness line says of the wide timed calls."""
     if not wanted:
         return ""
-    if signs:
-        factors = " and ".join(f"{'+' if s > 0 else '-'}{WIDE_SCALE:g}" for s in signs)
-        return f"; one timed call in {WIDE_EVERY} on its inputs times {factors}"
-    why = "the reference is ill-conditioned" if ill_conditioned else "the reference leaves its domain there"
-    return f"; no wide timed calls ({why})"
+    if not signs:
+        return "; no wide timed calls (the reference leaves its domain there)"
+    factors = " and ".join(f"{'+' if s > 0 else '-'}{WIDE_SCALE:g}" for s in signs)
+    words = f"; one timed call in {WIDE_EVERY} on its inputs times {factors}"
+    if wide_noise:
+        measured = [s for s in signs if wide_noise.get(s) is not None]
+        words += (", its checks widened by the reference's own float64 error at that scale" if len(measured) == len(signs)
+                  else ", its checks strict where the reference's float64 error at that scale could not be measured")
+    return words
 
 
 class _State:
@@ -176,6 +180,8 @@ class _State:
         # run is another draw, so no output is ever "as accurate as eager" against it (_against_exact).
         self.random = False
         self.noise: list[float] | None = None  # per output, for the keyed checks' bounds (Float64Reference.noise)
+        # The same at a wide call's scale, per sign (_wide_signs): the noise measured on the bases bounds no other scale.
+        self.wide_noise: dict[int, list[float] | None] = {}
         self.float64 = Float64Reference(self.model, device, limits)
 
     @property
@@ -218,7 +224,7 @@ class _State:
                 # Last: a wide call's inputs are this evaluation's mixes (fresh or pooled, fused or not), scaled.
                 self.pools.wide = tuple(self._wide_signs())
                 reply["wide"] = list(self.pools.wide)
-                reply["harness"] += _wide_words(self.pools.wide, self.payload.get("wide_calls"), self.ill_conditioned)
+                reply["harness"] += _wide_words(self.pools.wide, self.payload.get("wide_calls"), self.wide_noise)
                 reply["stand_ins"] = stand_in_specs(self.stand_ins)  # the candidate's job runs a null batch of its own
                 # Two equal sets (a get_inputs that seeds its own generator) leave every timed call one input: a kernel
                 # that keeps its last answer is timed as free (the sixth red team). The parent flags the figure.
@@ -367,8 +373,12 @@ class _State:
         """The signs a wide timed call's factor may take (keyed.wide_sign): each where the reference's outputs on a wide
         call of that sign are finite wherever they are on the plain mix of the same key. A wide call must never leave the
         problem's domain (a log of negatives): the projections count a non-finite output as zero, so any answer would
-        agree there. None where the reference is ill-conditioned: its noise, measured on the bases, bounds no other scale."""
-        if not self.payload.get("wide_calls") or self.ill_conditioned:
+        agree there. Where a checked call found the reference ill-conditioned, the wide calls stay, their checks widened
+        by the reference's own noise at their scale (_measure_wide_noise). They used to be dropped there, and whether
+        the reference is found ill-conditioned is the candidate's choice (a more exact kernel fails the strict check):
+        an exact log1p in checked calls turned them off, and a clamp skipped in timed calls was accepted."""
+        self.wide_noise = {}
+        if not self.payload.get("wide_calls"):
             return []
         if not any(isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() > 1 for t in self.bases[0]):
             return []  # nothing a wide call would scale (indices only): no wide calls to speak of
@@ -382,12 +392,26 @@ class _State:
             wide = finite(sign)
             if len(wide) == len(plain) and all(w.shape == p.shape and bool((w | ~p).all()) for w, p in zip(wide, plain)):
                 allowed.append(sign)
+        self._measure_wide_noise(allowed)
         return allowed
 
     def _measure_noise(self) -> None:
         """Where a checked call found the reference ill-conditioned, its own error on the timed calls' bases widens the
         keyed checks' bounds as the checked calls were widened (exact.Float64Reference.noise); elsewhere they stay strict."""
         self.noise = self.float64.noise(self.bases) if self.ill_conditioned else None
+
+    def _measure_wide_noise(self, signs: list[int]) -> None:
+        """Float64Reference.noise at each wide sign's scale, on the bases scaled as a wide call scales its mix, where a
+        checked call found the reference ill-conditioned. A sign whose noise cannot be measured (no time or room left)
+        keeps strict checks: an honest kernel may then fail them, which is visible, and no kernel is let off."""
+        if self.ill_conditioned:
+            self.wide_noise = {sign: self.float64.noise([scaled(base, sign * WIDE_SCALE) for base in self.bases])
+                               for sign in signs}
+
+    def _noise_for(self, key: int) -> list[float] | None:
+        """The noise that widens timed call `key`'s checks: its wide sign's scale, or the bases' own."""
+        sign = wide_sign(key, self.pools.wide) if self.wide_noise else 0
+        return self.wide_noise.get(sign) if sign else self.noise
 
     def compile(self) -> dict[str, Any]:
         started = time.monotonic()
@@ -424,12 +448,12 @@ class _State:
         if self.pools.fused:
             _, figures = run_batch_figures(self.model, self.bases, keys, self.device, self.pools)
             if figures is not None:
-                return self._checks(figures)
+                return self._checks(keys, figures)
         expected, bounds = [], []
         for key in keys:
             refs = as_list(self.model(*derive(self.bases, key, self.pools)))
             expected.append(project(refs, key, self.pools).cpu().tolist())
-            bounds.append(projection_bound(refs, key, self.pools, *self.tolerances, noise=self.noise))
+            bounds.append(projection_bound(refs, key, self.pools, *self.tolerances, noise=self._noise_for(key)))
         return {"expected": expected, "bounds": bounds}
 
     def expected(self, keys: list[int]) -> dict[str, Any]:
@@ -438,22 +462,23 @@ class _State:
         if self.eager_figures is not None:
             ran, figures = self.eager_figures
             if ran[:len(keys)] == keys:
-                return self._checks(figures[:len(keys)])
+                return self._checks(keys, figures[:len(keys)])
         return self.verify(keys)
 
-    def _checks(self, figures: torch.Tensor) -> dict[str, Any]:
-        """Expected projections and their bounds from a batch's figures (calls x outputs x FIGURES), the outputs'
-        dtypes being the reference's (its stand-ins are its outputs' clones)."""
+    def _checks(self, keys: list[int], figures: torch.Tensor) -> dict[str, Any]:
+        """Expected projections and their bounds from a batch's figures (calls x outputs x FIGURES) on `keys`, the
+        outputs' dtypes being the reference's (its stand-ins are its outputs' clones)."""
         dtypes = [o.dtype for o in self.stand_ins] or [dtype for _, dtype in self.stand_in_shapes]
         sizes = [o.numel() for o in self.stand_ins] or [math.prod(shape) for shape, _ in self.stand_in_shapes]
         rows = figures.tolist()
         if any(len(call) != len(dtypes) for call in rows):
             raise ValueError(f"the reference gave {len(rows[0]) if rows else 0} outputs in a batch and {len(dtypes)} in its "
                              "checked calls")
+        noises = [self._noise_for(key) or [] for key in keys]
         return {"expected": [[r[0] for r in call] for call in rows],
-                "bounds": [[bound_of_figures(r[1:], dtype, numel, *self.tolerances,
-                                             noise=self.noise[j] if self.noise else 0.0)
-                            for j, (r, dtype, numel) in enumerate(zip(call, dtypes, sizes))] for call in rows]}
+                "bounds": [[bound_of_figures(r[1:], dtype, numel, *self.tolerances, noise=noise[j] if j < len(noise) else 0.0)
+                            for j, (r, dtype, numel) in enumerate(zip(call, dtypes, sizes))]
+                           for call, noise in zip(rows, noises)]}
 
 
 def _constant(output: Any) -> float | None:

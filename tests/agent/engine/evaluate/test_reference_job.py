@@ -9,7 +9,7 @@ def _state(device: str) -> reference_job._State:
     state = reference_job._State.__new__(reference_job._State)  # no problem needed: only the batch commands are used
     state.device, state.parked, state.probe_cycles = device, False, 0
     state.model, state.compiled, state.stand_ins, state.inputs, state.base_calls = None, None, [], {}, []
-    state.pools, state.noise = object(), None
+    state.pools, state.noise, state.wide_noise = object(), None, {}
     return state
 
 
@@ -81,13 +81,41 @@ def test_a_wide_call_takes_only_the_signs_that_keep_the_references_outputs_finit
     state.base_calls, state.pools = [0, 1], Pools(7)
     with torch.no_grad():
         assert state._wide_signs() == allowed
-    state.ill_conditioned = True  # its noise, measured on the bases, bounds no other scale
-    assert state._wide_signs() == []
-    state.ill_conditioned, state.payload = False, {"wide_calls": False}
+    state.payload = {"wide_calls": False}
     assert state._wide_signs() == []
     state.payload = {"wide_calls": True}
     state.inputs = {0: [torch.arange(64)], 1: [torch.arange(64) + 1]}  # indices only: nothing to scale
     assert state._wide_signs() == []
+
+
+def test_an_ill_conditioned_reference_keeps_its_wide_calls_each_checked_with_the_noise_of_its_own_scale():
+    # Whether a checked call finds the reference ill-conditioned is the candidate's choice (an exact log1p fails the
+    # strict check against eager's log(1 + x)). Wide calls used to be dropped there, and a clamp skipped in the timed
+    # calls was accepted: they stay, with the reference's own float64 error measured at their scale.
+    from agent.engine.evaluate.exact import Float64Reference
+    from agent.engine.evaluate.keyed import Pools, is_wide, wide_sign
+    from agent.engine.sandbox import Limits
+
+    state = _state("cpu")
+    state.model = lambda x: torch.clamp(torch.sign(x) * torch.log(1 + x.abs()), -1e-4, 1e-4)
+    state.payload, state.ill_conditioned = {"wide_calls": True}, True
+    state.float64 = Float64Reference(state.model, "cpu", Limits(wall_seconds=60))
+    g = torch.Generator().manual_seed(0)
+    state.inputs = {0: [torch.randn(64, 64, generator=g) * 1e-5], 1: [torch.randn(64, 64, generator=g) * 1e-5]}
+    state.base_calls, state.pools = [0, 1], Pools(7)
+    with torch.no_grad():
+        state._measure_noise()
+        state.pools.wide = tuple(state._wide_signs())
+    assert state.pools.wide == (1, -1)
+    assert set(state.wide_noise) == {1, -1} and state.noise is not None
+    # x100 clamps almost every element to +-1e-4, exactly in float32 and float64: far less noise than on the bases.
+    assert all(0 <= state.wide_noise[s][0] < state.noise[0] for s in (1, -1)), (state.wide_noise, state.noise)
+    plain = next(k for k in range(100) if not is_wide(k))
+    wide = next(k for k in range(100) if is_wide(k))
+    assert state._noise_for(plain) is state.noise
+    assert state._noise_for(wide) is state.wide_noise[wide_sign(wide, state.pools.wide)]
+    assert "its checks widened by the reference's own float64 error at that scale" in reference_job._wide_words(
+        state.pools.wide, True, state.wide_noise)
 
 
 def _memfd_with(tensor: torch.Tensor, size: int) -> tuple[int, list[dict]]:
