@@ -46,6 +46,9 @@ def torch_op_name(namespace: str, op: str) -> str | None:
 # The tensor types a call's arguments may have without taking the call over (a type of the candidate's own with a
 # __torch_function__ or __torch_dispatch__ runs its handler beneath whichever record saw the call, unseen by it).
 PLAIN_TENSOR_TYPES = frozenset({torch.Tensor, torch.nn.Parameter})
+# The same by identity, which no type can fake: a metaclass's __eq__ and __hash__ made a subclass of its own equal to
+# torch.Tensor, and so a member of PLAIN_TENSOR_TYPES (session 41).
+PLAIN_TENSOR_IDS = frozenset(map(id, PLAIN_TENSOR_TYPES))
 
 
 # Converting a floating value to one of these from a wider type is a precision downgrade.
@@ -73,7 +76,7 @@ class OpRecorder(TorchDispatchMode):
         if counted is not None and counted not in self.allowed and not self.any:
             self.forbidden[counted] += 1
         for kind in types:
-            if kind not in PLAIN_TENSOR_TYPES and not self.any:
+            if id(kind) not in PLAIN_TENSOR_IDS and not self.any:
                 self.forbidden[f"__torch_dispatch__ of {getattr(kind, '__qualname__', kind)}"] += 1
         if name == "_to_copy":
             target = kwargs.get("dtype")

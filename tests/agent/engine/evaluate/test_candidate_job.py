@@ -208,6 +208,38 @@ def test_a_call_taken_over_beneath_the_dispatcher_by_a_subclass_is_counted_by_bo
     assert "__torch_dispatch__ of _Wrapped x1" in census.finish()[0]["detail"]
 
 
+class _PassesForPlain(torch._C._TensorMeta):
+    """A metaclass whose classes compare equal to torch.Tensor, hash alike, and so were members of a set of plain types."""
+
+    def __eq__(cls, other):
+        return other is torch.Tensor or cls is other
+
+    def __hash__(cls):
+        return hash(torch.Tensor)
+
+
+class _Disguised(torch.Tensor, metaclass=_PassesForPlain):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return torch.sigmoid(args[0].as_subclass(torch.Tensor))
+
+
+class _DisguisedWrapped(_Wrapped, metaclass=_PassesForPlain):
+    pass
+
+
+def test_a_type_equal_to_torch_tensor_by_its_metaclass_is_still_the_candidates_own():
+    census = _census()
+    _checked_outputs(lambda x: torch.clone(x.as_subclass(_Disguised)), SHAPES, census)(X)
+    _checked_outputs(lambda x: torch.clone(_DisguisedWrapped(x)), SHAPES, census)(X)
+    assert {"__torch_function__ of _Disguised", "__torch_dispatch__ of _DisguisedWrapped"} <= set(census.forbidden_timed), \
+        census.forbidden_timed
+    recorder = OpRecorder(frozenset({"clone"}))
+    with torch.no_grad(), recorder:
+        torch.clone(_DisguisedWrapped(X))
+    assert "__torch_dispatch__ of _DisguisedWrapped" in recorder.forbidden, recorder.forbidden
+
+
 def test_pytorch_compute_in_a_process_forked_from_the_job_fails_there():
     import os
 
