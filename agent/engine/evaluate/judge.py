@@ -248,7 +248,8 @@ def _timing(verdict: Verdict, out: Outcome, m: Measured, compile_cached: dict[st
                                      "to tell apart from the harness's own share of each batch"))
     if m.contended:
         verdict.flags.append(Finding(Flag.NOISY_TIMING, f"the GPU was busy with other work during {m.contended} "
-                                     "baseline batches (a fixed device spin ran slower than usual)"))
+                                     "of the reference's batches, baselines or the harness's null (a fixed device spin "
+                                     "ran slower than usual)"))
     work = out.work
     floor_ms = work.get("flops", 0) / _PEAK_FLOPS * 1000 if verdict.device == "cuda" else 0.0
     if floor_ms and slowest_ms(m) < floor_ms:

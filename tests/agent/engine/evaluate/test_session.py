@@ -126,6 +126,25 @@ def test_noise_alike_in_both_nulls_costs_the_candidate_nothing():
     assert noisy.candidate == pytest.approx([(0.050 - r) * 100 for r in reference])
 
 
+def test_a_busy_device_before_the_references_null_batch_counts_as_contended_like_one_before_a_baseline():
+    # The reference's null of the candidate's size comes off the candidate's time: work the candidate's job left queued
+    # on the GPU, running through that null, would lengthen it and make the candidate faster. Its probe went unused.
+    for slow in ("null", "eager", None):
+        session = object.__new__(Session)
+        session._batch_cpu = None
+        m = Measured(calls={"candidate": 10, "eager": 10})
+        session._run_candidate_batch = lambda keys, rewarm=False: (0.050, {"projections": []})
+        session._check_batch = lambda keys, got, m, command="verify": None
+        session._candidate_null = lambda keys: None
+        probes: list[float] = []
+        for round_ in range(3):
+            session._reference_batch = lambda model, keys, events=False, rewarm=False, late=round_ == 2: \
+                (0.060 if model == "eager" else 0.040, 0.2 if late and model == slow else 0.1, float("nan"))
+            session._round(["eager"], m, probes, flip=round_ % 2 == 1)
+        assert len(probes) == 6, "each round probes before its baseline and before its null"
+        assert m.contended == (0 if slow is None else 1), slow
+
+
 def test_each_round_pairs_the_candidates_batch_with_its_own_null_batch_for_the_cpu_reading():
     """The calls-alone CPU figure (cpu_share.call_over_threads) takes each timed batch's CPU and wall time against
     the own null batch of the same round. A round whose null the job did not answer as one (its reply is its word)
