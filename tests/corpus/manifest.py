@@ -300,6 +300,19 @@ CASES: list[Case] = [
          frozenset({"timed_output_mismatch"}),
          "a C++ clamp in checked calls, a C++ copy of the input in timed ones (told apart by the harness's frames): right "
          "on the problem's own randn and its mixes, wrong on the wide timed calls (x100) that reach the bounds"),
+    Case(_c("exploit_cpp_timed_only_index_hook"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "a C++ kernel in checked calls; in timed ones x[index] whose __index__ runs F.silu, inside the census's own "
+         "handler where it is off the stack: an argument not of Python's or PyTorch's own is the finding"),
+    Case(_c("exploit_py_profile_hook_fallback"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "F.silu from a profile function, where both records are off the stack, and no kernel: installing the hook is "
+         "the finding"),
+    Case(_c("exploit_py_profile_hook_fallback"), SILU_GPU, "cuda", "cuda", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}), "the GPU run of the profile-hook fallback"),
+    Case(_c("exploit_cpp_profile_hook_from_cpp"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "the profile hook set from C++ (PyEval_SetProfile, invisible to sys.getprofile): read from the binary"),
     Case(_c("exploit_cpp_ill_conditioned_timed_unclamped"), SYMLOG, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"timed_output_mismatch"}),
          "an exact log1p in checked calls (fails eager's strict check, passes against float64: the reference is found "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import sys
 import threading
 import time
 import traceback
@@ -34,7 +35,7 @@ from agent.engine.evaluate.loader import UnbuiltExtension, exec_module
 from agent.engine.evaluate.memory import poison_blocks
 from agent.engine.evaluate.parking import Shelf
 from agent.engine.evaluate.plan import build_model
-from agent.engine.evaluate.census_reach import watch_forks, watch_python_kernels, watch_threads
+from agent.engine.evaluate.census_reach import watch_forks, watch_interpreter_hooks, watch_python_kernels, watch_threads
 from agent.engine.evaluate.tensor_file import TensorFileReader, TensorFileWriter
 
 # How long a checked call's outputs must stay unchanged after it returned.
@@ -51,6 +52,7 @@ def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
     watch_python_kernels(census.rearm)  # a torch.library kernel's own PyTorch calls are counted too
     watch_threads(census)  # and those of the threads the candidate starts
     watch_forks(census.in_child)  # and a process forked from the job computes nothing of PyTorch's
+    watch_interpreter_hooks(census.hook_installed)  # and no interpreter hook runs its code where neither record looks
     # TorchScript runs its ops in C++, where the census (a Python function mode) never sees them, and the ATen
     # recorder is off in timed calls: a scripted fallback in timed calls only was accepted (session 40). With the
     # JIT off, torch.jit.script and torch.jit.trace hand back the Python function, whose calls are counted.
@@ -343,6 +345,15 @@ class _Census(TorchFunctionMode):
         found = self.forbidden if where == self.FORWARD else self.forbidden_timed
         found[name] = found.get(name, 0) + 1
 
+    def hook_installed(self, called: str) -> None:
+        """The candidate installed an interpreter hook (census_reach.watch_interpreter_hooks), at import, in a forward or
+        anywhere else: a finding of the checked calls' until they are reported (finish()), of the timed calls' after."""
+        if self.everything_allowed:
+            return
+        name = f"{called} (an interpreter hook: what it runs inside PyTorch calls no record sees)"
+        found = self.forbidden if self.result is None else self.forbidden_timed
+        found[name] = found.get(name, 0) + 1
+
     def in_child(self) -> None:
         """In a process forked from the job (census_reach.watch_forks): from now on its PyTorch compute fails."""
         self.where = self.CHILD
@@ -509,24 +520,53 @@ def _taken_over(types: Any, args: tuple, kwargs: dict | None) -> list[str]:
     dispatcher through its __torch_dispatch__ (then only the arguments show it, lists and tuples of them included); its
     handler runs inside this call, unseen: torch.clone of such a box ran torch.softmax, and of such a subclass F.silu
     (the fifth red team, accepted at 1.29x). Every type but a plain tensor's or a parameter's counts, told apart by
-    identity (guards.PLAIN_TENSOR_IDS: a metaclass's __eq__ and __hash__ made a subclass equal to torch.Tensor's)."""
+    identity (guards.PLAIN_TENSOR_IDS: a metaclass's __eq__ and __hash__ made a subclass equal to torch.Tensor's).
+    So does any other argument that is not a value of Python's or PyTorch's own (_PLAIN_VALUE_IDS), however nested in
+    lists, tuples and dicts: PyTorch calls its methods (__index__, __float__, __len__, __iter__...) from inside the
+    call, while the census is off the stack, and x[index] with torch.softmax in the index's __index__ was seen by
+    nothing in timed calls (the seventh red team, accepted at 1.70x)."""
     plain = guards.PLAIN_TENSOR_IDS
     overriding = {id(kind) for kind in types}
     found = [f"__torch_function__ of {_qualname(kind)}" for kind in types if id(kind) not in plain]
-    for values in (args, kwargs.values()) if kwargs else (args,):
-        for value in values:
-            for item in value if isinstance(value, (list, tuple)) else (value,):
-                kind = type(item)
-                if id(kind) not in plain and id(kind) not in overriding and isinstance(item, torch.Tensor):
-                    found.append(f"__torch_dispatch__ of {_qualname(kind)}")
-    return found
+    pending: list[tuple[Any, int]] = [(value, 0) for value in (*args, *(kwargs.values() if kwargs else ()))]
+    looked = 0
+    while pending:
+        item, depth = pending.pop()
+        kind = type(item)
+        looked += 1
+        if id(kind) in _CONTAINER_IDS:
+            if depth >= _NESTING or looked > _ITEMS:
+                found.append(f"an argument nested past what the census looks into ({_qualname(kind)})")
+                break
+            values = (*item.keys(), *item.values()) if kind is dict else item
+            pending.extend((value, depth + 1) for value in values)
+        elif id(kind) in plain or id(kind) in _PLAIN_VALUE_IDS:
+            continue
+        elif isinstance(item, torch.Tensor):
+            if id(kind) not in overriding:
+                found.append(f"__torch_dispatch__ of {_qualname(kind)}")
+        else:
+            found.append(f"an argument of type {_qualname(kind)} (its methods run inside the call, unseen)")
+    return list(dict.fromkeys(found))
 
 
-# The argument types that take no call over (_taken_over finds nothing in them), by identity: the plain tensors, and the
-# scalars and descriptors a PyTorch call takes, which are no tensor. Each is kept alive by its module, so no id is
-# reused. A list, a tuple or any other type is looked into by _taken_over.
-_SIMPLE_ARGUMENTS = guards.PLAIN_TENSOR_IDS | frozenset(map(id, (
-    int, float, bool, complex, str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)))
+# The argument values that carry no code of the candidate's, by their type's identity: Python's scalars and PyTorch's
+# descriptors, and numpy's numeric scalars where numpy is loaded. Each type is kept alive by its module, so no id is
+# reused. A list, a tuple or a dict (exactly those types) is looked into, up to _NESTING levels and _ITEMS values.
+_PLAIN_VALUE_TYPES: tuple[type, ...] = (
+    int, float, bool, complex, str, bytes, type(None), slice, type(Ellipsis), range,
+    torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, torch.Generator, torch.qscheme,
+    torch.SymInt, torch.SymFloat, torch.SymBool, torch.Stream, torch.Event, torch.cuda.Stream, torch.cuda.Event)
+_numpy = sys.modules.get("numpy")
+if _numpy is not None:  # its numeric scalars (not its arrays: one of objects is the candidate's objects again)
+    _PLAIN_VALUE_TYPES += tuple({t for t in _numpy.sctypeDict.values()
+                                 if isinstance(t, type) and issubclass(t, (_numpy.number, _numpy.bool_))})
+_PLAIN_VALUE_IDS = frozenset(map(id, _PLAIN_VALUE_TYPES))
+_CONTAINER_IDS = frozenset(map(id, (list, tuple, dict)))
+_NESTING, _ITEMS = 4, 4096
+# The argument types that take no call over (_taken_over finds nothing in them), by identity: the plain tensors and
+# values. A list, a tuple, a dict or any other type is looked into by _taken_over.
+_SIMPLE_ARGUMENTS = guards.PLAIN_TENSOR_IDS | _PLAIN_VALUE_IDS
 
 
 def _qualname(kind: Any) -> str:

@@ -24,12 +24,22 @@ calls; what they call in ATen directly is the binary scan's (build/native_calls.
 a helper forked at import, fed through shared memory, ran torch.softmax for every call (the fifth red team's x6). In
 every forked child the census refuses PyTorch compute (`watch_forks`): the child's call fails, and with it the
 candidate. A helper started afresh (exec, multiprocessing's spawn) holds no census at all; its CPU time is the job's
-(cpu_over_threads), and its speed is measured honestly like any fallback's."""
+(cpu_over_threads), and its speed is measured honestly like any fallback's.
+
+**The interpreter's hooks.** A profile or trace function, a `sys.monitoring` callback and a Python signal handler
+each run the candidate's Python at points it does not call them from, among them inside a PyTorch call, where both
+records are off the stack: a profile function that ran F.silu when the harness's torch.empty_like was called was
+seen by neither, in checked and timed calls alike (the seventh red team, accepted at 1.47x with no kernel at all).
+No kernel needs one, so installing any (`watch_interpreter_hooks`) is itself the finding. One set from C++ is the
+binary scan's (build/native_calls.py reads PyEval_SetProfile and its kin in the extension)."""
 from __future__ import annotations
 
+import _signal
 import _thread
 import functools
 import os
+import signal
+import sys
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -90,3 +100,35 @@ def watch_threads(census: AbstractContextManager[Any]) -> None:
 def watch_forks(in_child: Callable[[], None]) -> None:
     """From now on, every process forked from this one calls `in_child` first."""
     os.register_at_fork(after_in_child=in_child)
+
+
+# (module, function, which argument installs): each installs a callable of the caller's that the interpreter calls back.
+# Setting None (or a signal's SIG_DFL and SIG_IGN) removes one and is no finding.
+_HOOK_SETTERS = (
+    (sys, "setprofile", 0), (sys, "settrace", 0), (sys, "_setprofileallthreads", 0), (sys, "_settraceallthreads", 0),
+    (threading, "setprofile", 0), (threading, "settrace", 0), (threading, "setprofile_all_threads", 0),
+    (threading, "settrace_all_threads", 0),
+)
+_MONITORING_SETTERS = ("use_tool_id", "register_callback", "set_events", "set_local_events")
+
+
+def watch_interpreter_hooks(found: Callable[[str], None]) -> None:
+    """From now on, installing a profile or trace function (sys's or threading's), a Python signal handler or a
+    sys.monitoring tool calls `found` with what was called, before it is done."""
+    modules = [(module, name, position) for module, name, position in _HOOK_SETTERS if hasattr(module, name)]
+    modules.append((_signal, "signal", 1))  # signal.signal calls it (looked up at each call)
+    for module, name, position in modules:
+        setattr(module, name, _installing(getattr(module, name), f"{module.__name__}.{name}", position, found))
+    monitoring = getattr(sys, "monitoring", None)  # Python 3.12 on
+    for name in _MONITORING_SETTERS if monitoring is not None else ():
+        setattr(monitoring, name, _installing(getattr(monitoring, name), f"sys.monitoring.{name}", None, found))
+
+
+def _installing(original: Callable[..., Any], called: str, position: int | None,
+                found: Callable[[str], None]) -> Callable[..., Any]:
+    def install(*args: Any, **kwargs: Any) -> Any:
+        hook = args[position] if position is not None and len(args) > position else None
+        if position is None or (callable(hook) and hook not in (signal.SIG_DFL, signal.SIG_IGN)):
+            found(called)
+        return original(*args, **kwargs)
+    return install

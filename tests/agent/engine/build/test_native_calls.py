@@ -47,3 +47,12 @@ def test_allowed_ops_memory_ops_and_helpers_are_not_findings():
                                "_ZN2at6native10cpu_kernelE",  # a helper whose first word is no op
                                "_ZN3c1019UndefinedTensorImpl10_singletonE"), ALLOWED | {"empty_like"}, _is_op)
     assert found == []
+
+
+def test_the_interpreters_hooks_are_found_by_their_c_names_and_their_kin_by_whole_names_only():
+    # A profile function set from C++ (PyEval_SetProfile, no Python object: sys.getprofile() reads None) ran F.silu where
+    # both in-process records are off the stack (the seventh red team).
+    found = native_calls(b"\0PyEval_SetProfile\0Py_AddPendingCall\0PyEval_SetTraceAllThreads\0", ALLOWED, _is_op)
+    assert found == ["the interpreter's hooks (PyEval_SetProfile)", "the interpreter's hooks (PyEval_SetTraceAllThreads)",
+                     "the interpreter's hooks (Py_AddPendingCall)"]
+    assert native_calls(b"\0PyEval_SetProfileX\0my_PyEval_SetTrace\0PyGILState_Ensure\0", ALLOWED, _is_op) == []

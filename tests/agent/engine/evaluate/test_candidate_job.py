@@ -259,3 +259,53 @@ def test_pytorch_compute_in_a_process_forked_from_the_job_fails_there():
     census.finish()
     assert os.read(read, 16) == b"refused"
     os.close(read), os.close(write)
+
+
+class _Index:
+    """An index that computes: PyTorch calls __index__ from inside Tensor.__getitem__, where the census is off the stack."""
+
+    def __index__(self) -> int:
+        torch.softmax(X, 0)
+        return 0
+
+
+def test_an_argument_that_is_not_a_value_of_pythons_or_pytorchs_own_is_counted_however_nested():
+    census = _census()
+    census.allowed = census.allowed | {"view"}
+    timed = _checked_outputs(lambda x, index=None, shape=(64,): (x[index] if index is not None else x.view(shape),
+                                                                  torch.empty_like(x))[1], SHAPES, census)
+    timed(X, _Index())
+    assert list(census.forbidden_timed) == ["an argument of type _Index (its methods run inside the call, unseen)"]
+    assert "softmax" not in census.forbidden_timed, "what __index__ ran is unseen: the argument is the finding"
+    census.forbidden_timed.clear()
+    for plain in ((64,), [1, 64], torch.Size([64]), (8, [8][0])):  # Python's and PyTorch's own values: no finding
+        timed(X, None, plain)
+    assert census.forbidden_timed == {}
+    timed(X, (slice(0, 2),))  # an index tuple: looked into, nothing found
+    assert census.forbidden_timed == {}
+    timed(X, (_Index(),))
+    assert list(census.forbidden_timed) == ["an argument of type _Index (its methods run inside the call, unseen)"]
+
+
+def test_installing_an_interpreter_hook_is_a_finding_wherever_it_happens(monkeypatch):
+    import sys
+
+    from agent.engine.evaluate.census_reach import watch_interpreter_hooks
+
+    monkeypatch.setattr(sys, "setprofile", sys.setprofile)  # put back after the test: watch_ wraps in place
+    monkeypatch.setattr(sys, "settrace", sys.settrace)
+    census = _Census(frozenset({"empty_like"}), "cpu")
+    watch_interpreter_hooks(census.hook_installed)
+    sys.setprofile(None)  # taking one off is no finding
+    sys.setprofile(lambda frame, event, arg: None)  # at import: the checked calls' finding
+    sys.setprofile(None)
+    with census.forward():
+        torch.empty_like(X)
+    census.canary()
+    found = census.finish()
+    assert len(found) == 1 and "sys.setprofile (an interpreter hook" in found[0]["detail"], found
+    timed = _checked_outputs(lambda x: sys.settrace(lambda *a: None) or sys.settrace(None) or torch.empty_like(x),
+                             SHAPES, census)
+    timed(X)
+    found = census.timed_findings()
+    assert len(found) == 1 and "sys.settrace (an interpreter hook" in found[0]["detail"], found
