@@ -98,9 +98,13 @@ class ParentEnd:
             self._pending = None
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
-            reply = json.loads(line)
-        except ValueError as exc:
-            raise ChannelError("the job wrote a reply that is not JSON") from exc
+            # A job's reply is its word, and may be the candidate's: an integer too long for a float (10**400 as a
+            # projection raised OverflowError in the figures' arithmetic) and nesting deep enough to exhaust the
+            # recursion limit (RecursionError, no ValueError) each ended the evaluation as the engine's exception, with
+            # no verdict (the seventh red team). Both are now a reply that cannot be read: the job's failure.
+            reply = json.loads(line, parse_int=_bounded_int)
+        except (ValueError, RecursionError) as exc:
+            raise ChannelError(f"the job wrote a reply that is not JSON the parent reads: {str(exc)[:200]}") from exc
         if not isinstance(reply, dict):
             raise ChannelError("the job wrote a reply that is not a JSON object")
         if "error" in reply and reply.get("fatal"):
@@ -114,6 +118,16 @@ class ParentEnd:
     def close(self) -> None:
         for fd in (*self._commands, *self._replies):
             _close(fd)
+
+
+# The most digits an integer in a reply may have: every figure a job reports fits a float many times over.
+_INT_DIGITS = 30
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > _INT_DIGITS:
+        raise ValueError(f"an integer of {len(text)} digits")
+    return int(text)
 
 
 class JobFailed(ChannelError):

@@ -526,5 +526,18 @@ def _widened(variance: float, squared_weights: float, noise: float) -> float:
 
 
 def agree(got: list[float], expected: list[float], bounds: list[float]) -> bool:
+    """Whether a call's projections, as the candidate's job reported them (any JSON), are each within its bound of the
+    reference's. Only a real number agrees: a bool, a string or an integer past float's range (OverflowError in the
+    arithmetic, the seventh red team) is a disagreement, never an exception."""
     return len(got) == len(expected) == len(bounds) and all(
-        isinstance(g, (int, float)) and math.isfinite(g) and abs(g - e) <= b for g, e, b in zip(got, expected, bounds))
+        _figure(g) is not None and abs(_figure(g) - e) <= b for g, e, b in zip(got, expected, bounds))
+
+
+def _figure(value: Any) -> float | None:
+    if type(value) not in (int, float):
+        return None
+    try:
+        figure = float(value)
+    except OverflowError:
+        return None
+    return figure if math.isfinite(figure) else None

@@ -42,3 +42,20 @@ def test_a_job_that_never_reads_its_command_fails_to_answer_within_the_deadline(
     with pytest.raises(ChannelError, match="did not read its command within"):
         end.send(LONG_COMMAND, seconds=0.5)
     assert time.monotonic() - started < 5, "the parent was not held"
+
+
+@pytest.mark.parametrize("line, why", [
+    (b'{"projections": [[' + b"1" * 400 + b']]}\n', "an integer of 400 digits"),  # 10**400 broke the figures' arithmetic
+    (b'{"ready": ' + b"[" * 100_000 + b"]" * 100_000 + b'}\n', "maximum recursion"),  # deep enough for RecursionError
+])
+def test_a_reply_the_parent_cannot_take_apart_is_the_jobs_failure_not_the_engines_exception(line, why):
+    # The seventh red team: each ended the evaluation as an uncaught OverflowError or RecursionError, with no verdict.
+    end = ParentEnd()
+    writer = end.job_fds()[1]
+    job = threading.Thread(target=lambda: os.write(writer, line))  # more than a pipe holds: written beside the read
+    job.start()
+    with pytest.raises(ChannelError, match="not JSON the parent reads") as caught:
+        end.receive(10.0)
+    job.join()
+    assert why in str(caught.value)
+    end.close()

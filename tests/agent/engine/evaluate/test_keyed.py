@@ -313,3 +313,11 @@ def test_wide_timed_calls_are_on_wherever_scaled_large_is_checked_on_every_devic
     assert not EvalConfig(device="cpu", wide_timed_calls=False).wide_calls
     # Never at a scale no checked call compared element by element.
     assert not EvalConfig(device="cpu", distributions=("mixed_sign",)).wide_calls
+
+
+def test_only_a_real_number_agrees_and_nothing_a_job_reports_raises():
+    from agent.engine.evaluate.keyed import agree
+
+    assert agree([1.0, 2], [1.0, 2.0], [0.1, 0.1])
+    for wrong in (10 ** 400, float("nan"), float("inf"), True, "1.0", None, [1.0]):
+        assert not agree([wrong], [1.0], [10.0]), wrong
