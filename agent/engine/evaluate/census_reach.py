@@ -17,8 +17,10 @@ a kernel"); a kernel registered past this binding is code written against this h
 **Other threads.** A mode stack is per thread: a thread pool made at import ran torch.softmax for every call, and
 neither record saw it (the fifth red team, session 40). Every Python thread the candidate starts after the import
 (through `_thread.start_new_thread`, beneath `threading` and `concurrent.futures`) starts with the census on its own
-stack, counting while a forward runs, as on the forward's own thread. Native threads cannot make PyTorch's Python
-calls; what they call in ATen directly is the binary scan's (build/native_calls.py).
+stack, counting while a forward runs, as on the forward's own thread. A native thread that takes the GIL
+(PyGILState_Ensure, which every pybind11 extension links) makes PyTorch's Python calls with no census on its stack:
+open (docs/threat-model.md, "On a native thread"); what such threads call in ATen directly is the binary scan's
+(build/native_calls.py).
 
 **Forked processes.** A process forked from the job holds a copy of the census whose counts never reach the verdict:
 a helper forked at import, fed through shared memory, ran torch.softmax for every call (the fifth red team's x6). In
