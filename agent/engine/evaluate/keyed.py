@@ -253,13 +253,19 @@ class Pools:
             yield 0, numel, torch.randn(numel, generator=_generator(device, key, 1000 + j), device=device, dtype=torch.float32)
             return
         pool = self._weight_pool(numel, device)
-        first, _, shift = _pick(key, 1000 + j, numel)
-        first %= len(pool)
-        # Pieces also end where the roll wraps, so that each is a view of the pooled draw: no copy of the weights per
-        # call (on the CPU a copy of a few MiB was a fresh allocation, its pages faulted in, every call).
-        ends = sorted({*range(PIECE, numel, PIECE), shift, numel} - {0})  # _pick's shift is already below numel
+        first = _pick(key, 1000 + j, numel)[0] % len(pool)
+        shift, other = weight_shifts(key, j, numel)
+        # Each weight is the product of two elements of the pooled draw, at two keyed shifts. One keyed roll of it, as
+        # until session 41, commutes with a linear map: the draw pulled back through W for every roll is one table,
+        # built once, and each timed call of an nn.Linear was then answered with one dot product and no GEMM (the
+        # seventh red team's F4, accepted at 3.81x). With two independent shifts there is a table per pair, and
+        # pulling the call's own weights back costs the GEMM itself.
+        # Pieces also end where either roll wraps, so that each factor is a view of the pooled draw: no copy of the
+        # weights per call (on the CPU a copy of a few MiB was a fresh allocation, its pages faulted in, every call),
+        # only the piece's product, which stays in cache.
+        ends = sorted({*range(PIECE, numel, PIECE), shift, other, numel} - {0})  # _pick's shifts are below numel
         for start, stop in zip([0, *ends], ends):
-            yield start, stop, _rolled(pool[first], shift, start, stop)
+            yield start, stop, _rolled(pool[first], shift, start, stop) * _rolled(pool[first], other, start, stop)
 
     def _weight_pool(self, numel: int, device: torch.device) -> list[torch.Tensor]:
         pool = self._weights.get((numel, str(device)))
@@ -364,6 +370,13 @@ def _rolled(flat: torch.Tensor, shift: int, start: int, stop: int) -> torch.Tens
     if begin + length <= n:
         return flat[begin:begin + length]
     return torch.cat([flat[begin:], flat[:length - (n - begin)]])
+
+
+def weight_shifts(key: int, j: int, numel: int) -> tuple[int, int]:
+    """The two keyed rolls of the pooled weight draw whose product weighs output j of `numel` elements: two different
+    shifts (Pools.weight_pieces)."""
+    shift, other = _pick(key, 1000 + j, numel)[2], _pick(key, 2000 + j, numel)[2]
+    return shift, other if other != shift else (shift + 1) % numel
 
 
 def _bit(key: int, salt: int) -> bool:

@@ -132,8 +132,9 @@ def test_large_tensors_are_mixed_and_projected_in_pieces_exactly_as_whole(monkey
         whole = torch.where(pools.mask(a.shape, a.device, key, 0), ints_a, ints_b)  # integers: a keyed choice
         assert torch.equal(pools.mixed(0, ints_a, ints_b, key), whole)
         projected = project([a], key, pools)[0]  # draws the weight pool
-        _, _, shift = keyed._pick(key, 1000, n)
-        weights = keyed._roll(pools._weights[(n, "cpu")][0], shift)  # the whole rolled draw (the only one), at once
+        shift, other = keyed.weight_shifts(key, 0, n)
+        draw = pools._weights[(n, "cpu")][0]
+        weights = keyed._roll(draw, shift) * keyed._roll(draw, other)  # the whole product of two rolls of the draw, at once
         # Equal to the whole float64 dot product but for the sum's rounding in another order, as the bound allows.
         exact = float(torch.dot(weights.double(), a.double()))
         assert abs(float(projected) - exact) <= keyed.rounding(n, float32_products=False) * float((weights * a).abs().sum())
@@ -146,7 +147,11 @@ def test_large_tensors_are_mixed_and_projected_in_pieces_exactly_as_whole(monkey
     assert not agree(project([wrong], 5, pools).tolist(), project([ref], 5, pools).tolist(), bound)
 
 
-def test_a_projections_weights_are_views_of_the_pooled_draw_whatever_the_roll_never_a_copy_per_call(monkeypatch):
+def test_a_projections_weights_are_two_rolls_of_the_pooled_draw_multiplied_a_piece_at_a_time(monkeypatch):
+    # One keyed roll commuted with a linear map: the draw pulled back through W for every roll was one table, and an
+    # nn.Linear's timed calls were answered by a dot product each, no GEMM (the seventh red team's F4, 3.81x). With
+    # the product of two rolls there is a table per pair of shifts. Each factor is a view of the draw (pieces end where
+    # either roll wraps), and only a piece's product is made per call.
     import agent.engine.evaluate.keyed as keyed
 
     monkeypatch.setattr(keyed, "PIECE", 1 << 17)
@@ -155,12 +160,16 @@ def test_a_projections_weights_are_views_of_the_pooled_draw_whatever_the_roll_ne
     for key in range(1, 9):  # rolls that wrap inside a piece and at its ends alike
         pieces = list(pools.weight_pieces(n, torch.device("cpu"), key, 0))
         draw = pools._weights[(n, "cpu")][0]
-        _, _, shift = keyed._pick(key, 1000, n)
+        shift, other = keyed.weight_shifts(key, 0, n)
+        assert shift != other
         assert [start for start, _, _ in pieces] == [0, *[stop for _, stop, _ in pieces[:-1]]] and pieces[-1][1] == n
-        for start, stop, weights in pieces:
-            assert weights.numel() == stop - start <= keyed.PIECE
-            assert draw.data_ptr() <= weights.data_ptr() < draw.data_ptr() + 4 * n, "a view of the draw, not a copy"
-        assert torch.equal(torch.cat([w for _, _, w in pieces]), keyed._roll(draw, shift)), "the same weights as before"
+        assert all(weights.numel() == stop - start <= keyed.PIECE for start, stop, weights in pieces)
+        for start, stop, _ in pieces:  # neither roll wraps inside a piece: both factors are views of the draw
+            for roll in (shift, other):
+                assert draw.data_ptr() <= keyed._rolled(draw, roll, start, stop).data_ptr() < draw.data_ptr() + 4 * n
+        whole = torch.cat([w for _, _, w in pieces])
+        assert torch.equal(whole, keyed._roll(draw, shift) * keyed._roll(draw, other))
+        assert not torch.equal(whole, keyed._roll(draw, shift)), "no longer one roll of the draw"
 
 
 def test_draws_dropped_at_a_park_are_drawn_again_identically_before_the_next_batch(monkeypatch):
