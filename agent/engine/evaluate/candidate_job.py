@@ -253,14 +253,18 @@ def _checked_outputs(model: Any, shapes: list[tuple[torch.Size, torch.dtype]], c
             finally:
                 census.disarm()
         listed = as_list(outs)
+        inputs: list[tuple[int, tuple[str, int, int, int]]] | None = None  # each input's memory, read once per call
         for i, out in enumerate(listed):
             if not isinstance(out, torch.Tensor):
                 continue
             if i < len(shapes) and (out.shape != shapes[i][0] or out.dtype != shapes[i][1]):
                 raise _TimedOutputs("output_metadata", f"a timed call's output {i} is {out.dtype} of shape "
                                     f"{tuple(out.shape)}, where the reference's is {shapes[i][1]} of {tuple(shapes[i][0])}")
-            for j, arg in enumerate(args):
-                if isinstance(arg, torch.Tensor) and guards.overlaps(out, arg):
+            if inputs is None:
+                inputs = [(j, guards.memory_span(arg)) for j, arg in enumerate(args) if isinstance(arg, torch.Tensor)]
+            span = guards.memory_span(out)
+            for j, arg_span in inputs:
+                if guards.spans_overlap(span, arg_span):
                     raise _TimedOutputs("output_aliases_input", f"a timed call's output {i} shares memory with its input {j}")
         if shapes and len(listed) != len(shapes):
             raise _TimedOutputs("output_metadata", f"a timed call returned {len(listed)} outputs, where the reference "

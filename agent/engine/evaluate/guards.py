@@ -159,13 +159,22 @@ def storage_span(t: torch.Tensor) -> tuple[int, int]:
     return start, start + storage.nbytes()
 
 
+def memory_span(t: torch.Tensor) -> tuple[str, int, int, int]:
+    """Where a tensor's storage lies: its memory (the host's, whatever index a CPU device names, or one GPU's), and
+    its first and last byte; overlaps() of two tensors is a comparison of their spans (spans_overlap)."""
+    kind = t.device.type
+    start, end = storage_span(t)
+    return kind, 0 if kind == "cpu" else t.get_device(), start, end
+
+
+def spans_overlap(a: tuple[str, int, int, int], b: tuple[str, int, int, int]) -> bool:
+    return a[:2] == b[:2] and a[2] < b[3] and b[2] < a[3] and a[3] > a[2] and b[3] > b[2]
+
+
 def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     # The host has one memory, whatever index a tensor's device names: a storage made by hand with the tag "cpu:0"
     # once hid an output that was its own input ("cpu:0" != "cpu"). A GPU's memory is its own.
-    if a.device.type != b.device.type or (a.device.type != "cpu" and a.get_device() != b.get_device()):
-        return False
-    (s1, e1), (s2, e2) = storage_span(a), storage_span(b)
-    return s1 < e2 and s2 < e1 and e1 > s1 and e2 > s2
+    return spans_overlap(memory_span(a), memory_span(b))
 
 
 def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
