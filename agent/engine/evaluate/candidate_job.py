@@ -542,7 +542,8 @@ def _taken_over(types: Any, args: tuple, kwargs: dict | None) -> list[str]:
             if depth >= _NESTING or looked > _ITEMS:
                 found.append(f"an argument nested past what the census looks into ({_qualname(kind)})")
                 break
-            values = (*item.keys(), *item.values()) if kind is dict else item
+            values = (*item.keys(), *item.values()) if kind is dict else \
+                (item.start, item.stop, item.step) if kind is slice else item
             pending.extend((value, depth + 1) for value in values)
         elif id(kind) in plain or id(kind) in _PLAIN_VALUE_IDS:
             continue
@@ -556,9 +557,10 @@ def _taken_over(types: Any, args: tuple, kwargs: dict | None) -> list[str]:
 
 # The argument values that carry no code of the candidate's, by their type's identity: Python's scalars and PyTorch's
 # descriptors, and numpy's numeric scalars where numpy is loaded. Each type is kept alive by its module, so no id is
-# reused. A list, a tuple or a dict (exactly those types) is looked into, up to _NESTING levels and _ITEMS values.
+# reused. A list, a tuple, a dict or a slice (exactly those types) is looked into, up to _NESTING levels and
+# _ITEMS values.
 _PLAIN_VALUE_TYPES: tuple[type, ...] = (
-    int, float, bool, complex, str, bytes, type(None), slice, type(Ellipsis), range,
+    int, float, bool, complex, str, bytes, type(None), type(Ellipsis), range,
     torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, torch.Generator, torch.qscheme,
     torch.SymInt, torch.SymFloat, torch.SymBool, torch.Stream, torch.Event, torch.cuda.Stream, torch.cuda.Event)
 _numpy = sys.modules.get("numpy")
@@ -566,7 +568,8 @@ if _numpy is not None:  # its numeric scalars (not its arrays: one of objects is
     _PLAIN_VALUE_TYPES += tuple({t for t in _numpy.sctypeDict.values()
                                  if isinstance(t, type) and issubclass(t, (_numpy.number, _numpy.bool_))})
 _PLAIN_VALUE_IDS = frozenset(map(id, _PLAIN_VALUE_TYPES))
-_CONTAINER_IDS = frozenset(map(id, (list, tuple, dict)))
+# A slice holds any three objects, whose __index__ PyTorch calls from inside the call (x[slice(index, None)]).
+_CONTAINER_IDS = frozenset(map(id, (list, tuple, dict, slice)))
 _NESTING, _ITEMS = 4, 4096
 # The argument types that take no call over (_taken_over finds nothing in them), by identity: the plain tensors and
 # values. A list, a tuple, a dict or any other type is looked into by _taken_over.

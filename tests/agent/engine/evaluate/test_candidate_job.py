@@ -285,6 +285,9 @@ def test_an_argument_that_is_not_a_value_of_pythons_or_pytorchs_own_is_counted_h
     assert census.forbidden_timed == {}
     timed(X, (_Index(),))
     assert list(census.forbidden_timed) == ["an argument of type _Index (its methods run inside the call, unseen)"]
+    census.forbidden_timed.clear()
+    timed(X, slice(_Index(), None))  # a slice holds any object: PyTorch calls its __index__ inside __getitem__
+    assert list(census.forbidden_timed) == ["an argument of type _Index (its methods run inside the call, unseen)"]
 
 
 def test_installing_an_interpreter_hook_is_a_finding_wherever_it_happens(monkeypatch):
