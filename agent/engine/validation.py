@@ -128,7 +128,12 @@ _DISPATCH_CONTROLS = ("DisableTorchFunction", "_ExcludeDispatchKeyGuard", "_Incl
                       "_get_function_stack_at", "_dispatch_tls_set_dispatch_key_excluded",
                       "_dispatch_tls_set_dispatch_key_included", "_ForceDispatchKeyGuard", "_PreserveDispatchKeyGuard",
                       "_AutoDispatchBelowAutograd", "_get_current_dispatch_mode", "ExcludeDispatchKeyGuard",
-                      "IncludeDispatchKeyGuard", "tls_set_dispatch_key", "_force_tls_local_dispatch_key_set")
+                      "IncludeDispatchKeyGuard", "tls_set_dispatch_key", "_force_tls_local_dispatch_key_set",
+                      # The Python dispatcher runs an op's Python kernels (py_impl, and the tables it fills) beneath
+                      # both records: a forward of zeros_like with F.silu as its CPU kernel was accepted with no
+                      # kernel of its own (the eighth red team).
+                      "PythonDispatcher", "python_dispatcher", "py_impl", "py_kernels", "python_key_table",
+                      "functorch_table")
 
 
 _DISPATCH_CONTROL_NAMES = re.compile("|".join(map(re.escape, sorted(_DISPATCH_CONTROLS, key=len, reverse=True))))

@@ -313,6 +313,10 @@ CASES: list[Case] = [
     Case(_c("exploit_cpp_profile_hook_from_cpp"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}),
          "the profile hook set from C++ (PyEval_SetProfile, invisible to sys.getprofile): read from the binary"),
+    Case(_c("exploit_py_python_dispatcher_kernel"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "F.silu as aten::zeros_like's Python kernel (py_impl), run with the Python dispatcher on beneath both records, "
+         "its names built at run time: the census counts a call made with the Python dispatcher on"),
     Case(_c("exploit_cpp_ill_conditioned_timed_unclamped"), SYMLOG, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"timed_output_mismatch"}),
          "an exact log1p in checked calls (fails eager's strict check, passes against float64: the reference is found "

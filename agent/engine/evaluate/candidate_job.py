@@ -332,6 +332,8 @@ class _Census(TorchFunctionMode):
             else:
                 if name is not None and name not in self.allowed:
                     self._count(where, name)
+                if _python_dispatcher_on(_PYTHON_DISPATCHER):
+                    self._count(where, "a call with the Python dispatcher on (its Python kernels run beneath both records)")
                 # No type of the candidate's own in `types`, no keyword argument, and every positional one's type is
                 # one of _SIMPLE_ARGUMENTS: _taken_over would find nothing (it is asked whenever any of that fails).
                 if types or kwargs or not _SIMPLE_ARGUMENTS.issuperset(map(id, map(type, args))):
@@ -512,6 +514,13 @@ def _aten_name(func: Any) -> str | None:
     if isinstance(func, pytypes.FunctionType) and str(getattr(func, "__module__", "")).startswith("torch"):
         return name
     return None
+
+
+# With the Python dispatcher on, an op's Python kernels (OpOverload.py_impl and the tables it fills) run beneath the
+# dispatcher, inside whichever record saw the op and off its stack: torch.zeros_like with F.silu as its CPU kernel
+# was accepted with no kernel at all (the eighth red team). No kernel needs it on.
+_python_dispatcher_on = torch._C._dispatch_tls_is_dispatch_key_included
+_PYTHON_DISPATCHER = torch._C.DispatchKey.PythonDispatcher
 
 
 class _PerThread(threading.local):

@@ -576,7 +576,7 @@ class Session:
                 self.cand.send(command)
             except ChannelError as exc:
                 self._fail("runtime_error", str(exc))
-        return self._receive_cand(seconds or float(self.cfg.limits.wall_seconds) + _GRACE)[0]
+        return _CandidateReply(self._receive_cand(seconds or float(self.cfg.limits.wall_seconds) + _GRACE)[0], self._fail)
 
     def _rejected(self) -> bool:
         """Whether a finding so far (the candidate's job's, e.g. the timed calls' op census, or the zygote's) already
@@ -700,6 +700,18 @@ class Session:
 
 class _CandidateFailed(Exception):
     """The candidate's job failed or stopped answering; Outcome.failure says how."""
+
+
+class _CandidateReply(dict):
+    """A reply of the candidate's job: a field the parent reads and the reply lacks is the job's failure, never the
+    engine's KeyError (a construct reply without "weights" ended the evaluation with no verdict: the eighth red team)."""
+
+    def __init__(self, reply: dict[str, Any], fail: Any) -> None:
+        super().__init__(reply)
+        self._fail = fail
+
+    def __missing__(self, key: str) -> Any:
+        self._fail("runtime_error", f"the candidate's job answered without {key!r} (its harness was changed?)")
 
 
 def _keys(n: int, run: int | None = None) -> list[int]:

@@ -430,6 +430,8 @@ def test_it_prefers_the_gpu_backend_when_several_appear() -> None:
     "with torch._C.DisableTorchFunction(), torch._C._ExcludeDispatchKeyGuard(keys):\n    pass",  # both records blind
     'cpp = "c10::impl::ExcludeDispatchKeyGuard guard(keys);"',  # in an extension's C++
     "checked = torch._C._len_torch_dispatch_stack() > 0",  # telling a checked call from a timed one
+    "torch.ops.aten.zeros_like.default.py_impl(key)(kernel)",  # a Python kernel the Python dispatcher runs unseen
+    "with torch._C._EnablePythonDispatcher():\n    pass",
 ])
 def test_a_candidate_naming_one_of_pytorchs_dispatch_switches_is_refused_with_the_line(switch: str) -> None:
     source = CANDIDATE + f"\n\nkeys = None\n{switch}\n"

@@ -585,3 +585,18 @@ def test_a_candidate_that_signals_its_zygote_gets_its_own_verdict(quick_cpu_eval
     assert verdict.status is Status.ACCEPTED, (verdict.status, verdict.message)
     assert _zygote(evaluator.sandbox) == zygote, "the candidate's sandbox was started anew"
     assert not _job_threads()
+
+
+def test_a_field_missing_from_the_candidates_reply_is_its_runtime_error_not_the_engines_key_error():
+    # A construct reply without "weights" (its harness patched at import) ended the evaluation with an uncaught KeyError
+    # and no verdict (the eighth red team).
+    from agent.engine.evaluate.session import _CandidateFailed, _CandidateReply
+
+    session = object.__new__(Session)
+    session.outcome = Outcome()
+    reply = _CandidateReply({"ok": True}, session._fail)
+    assert reply["ok"] is True and reply.get("weights") is None
+    with pytest.raises(_CandidateFailed):
+        reply["weights"]
+    assert session.outcome.failure == ("runtime_error", "the candidate's job answered without 'weights' (its harness "
+                                                        "was changed?)")
