@@ -248,6 +248,7 @@ def _checked_outputs(model: Any, shapes: list[tuple[torch.Size, torch.dtype]], c
             outs = model(*args)
         else:
             census.arm(census.TIMED)  # not a context manager: this runs once per timed call, a few microseconds apiece
+            census.count_modes(census.TIMED)  # a forward that calls only its extension passes no call through it
             try:
                 outs = model(*args)
             finally:
@@ -334,6 +335,7 @@ class _Census(TorchFunctionMode):
                     self._count(where, name)
                 if _python_dispatcher_on(_PYTHON_DISPATCHER):
                     self._count(where, "a call with the Python dispatcher on (its Python kernels run beneath both records)")
+                self.count_modes(where)
                 # No type of the candidate's own in `types`, no keyword argument, and every positional one's type is
                 # one of _SIMPLE_ARGUMENTS: _taken_over would find nothing (it is asked whenever any of that fails).
                 if types or kwargs or not _SIMPLE_ARGUMENTS.issuperset(map(id, map(type, args))):
@@ -350,6 +352,13 @@ class _Census(TorchFunctionMode):
             return
         found = self.forbidden if where == self.FORWARD else self.forbidden_timed
         found[name] = found.get(name, 0) + 1
+
+    def count_modes(self, where: str) -> None:
+        """A dispatch mode of the candidate's own on PyTorch's stack (beyond the checked call's recorder): its handler
+        runs ops beneath the recorder, where both records are off their stacks (a mode entered at import and never
+        left ran F.silu for every call, accepted; the eighth red team). No kernel needs one."""
+        if _dispatch_modes() > (1 if where == self.FORWARD and self.recorder is not None else 0):
+            self._count(where, "a dispatch mode of the candidate's own (its handler runs beneath both records)")
 
     def hook_installed(self, called: str) -> None:
         """The candidate installed an interpreter hook (census_reach.watch_interpreter_hooks), at import, in a forward or
@@ -521,6 +530,7 @@ def _aten_name(func: Any) -> str | None:
 # was accepted with no kernel at all (the eighth red team). No kernel needs it on.
 _python_dispatcher_on = torch._C._dispatch_tls_is_dispatch_key_included
 _PYTHON_DISPATCHER = torch._C.DispatchKey.PythonDispatcher
+_dispatch_modes = torch._C._len_torch_dispatch_stack
 
 
 class _PerThread(threading.local):
@@ -571,7 +581,9 @@ def _taken_over(types: Any, args: tuple, kwargs: dict | None) -> list[str]:
 _PLAIN_VALUE_TYPES: tuple[type, ...] = (
     int, float, bool, complex, str, bytes, type(None), type(Ellipsis), range,
     torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, torch.Generator, torch.qscheme,
-    torch.SymInt, torch.SymFloat, torch.SymBool, torch.Stream, torch.Event, torch.cuda.Stream, torch.cuda.Event)
+    torch.Stream, torch.Event, torch.cuda.Stream, torch.cuda.Event)
+# Not torch.SymInt and its kin: one can wrap any Python object, whose methods PyTorch calls inside the op (x[:s] ran
+# the object's guard_int inside Tensor.__getitem__: accepted at 1.51x with no kernel, the eighth red team).
 _numpy = sys.modules.get("numpy")
 if _numpy is not None:  # its numeric scalars (not its arrays: one of objects is the candidate's objects again)
     _PLAIN_VALUE_TYPES += tuple({t for t in _numpy.sctypeDict.values()
@@ -638,6 +650,7 @@ def _checked_call(model: Any, args: list[Any], sizes: list[int], payload: dict[s
     with torch.no_grad():
         with recorder:
             with census.forward(recorder):
+                census.count_modes(census.FORWARD)  # one left on the stack before the call (at import, or by the last)
                 raw = model(*args)
             live = guards.recorder_is_live(recorder)
         census.canary()

@@ -312,3 +312,33 @@ def test_installing_an_interpreter_hook_is_a_finding_wherever_it_happens(monkeyp
     timed(X)
     found = census.timed_findings()
     assert len(found) == 1 and "sys.settrace (an interpreter hook" in found[0]["detail"], found
+
+
+def test_a_dispatch_mode_of_the_candidates_own_on_the_stack_is_counted_in_checked_and_timed_calls():
+    # Entered at import and never left, its handler ran F.silu for every call beneath both records (the eighth red team).
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Mine(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    name = "a dispatch mode of the candidate's own (its handler runs beneath both records)"
+    census = _census()
+    timed = _checked_outputs(lambda x: torch.empty_like(x), SHAPES, census)
+    timed(X)
+    assert census.forbidden_timed == {}, "the harness's own recorder is no finding, nor is an empty stack"
+    with _Mine():
+        timed(X)
+    assert census.forbidden_timed.get(name) == 2, census.forbidden_timed  # before the call, and at its empty_like
+    census = _Census(frozenset({"empty_like"}), "cpu")
+    recorder = OpRecorder(frozenset())
+    with _Mine(), recorder, census.forward(recorder):
+        census.count_modes(census.FORWARD)
+    assert census.forbidden.get(name) == 1
+
+
+def test_a_symint_is_no_plain_value():
+    # torch.SymInt can wrap any Python object, whose methods PyTorch calls inside the op (the eighth red team's G6).
+    from agent.engine.evaluate.candidate_job import _PLAIN_VALUE_IDS
+
+    assert id(torch.SymInt) not in _PLAIN_VALUE_IDS and id(int) in _PLAIN_VALUE_IDS
