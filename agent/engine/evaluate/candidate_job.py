@@ -335,7 +335,8 @@ class _Census(TorchFunctionMode):
                     self._count(where, name)
                 if _python_dispatcher_on(_PYTHON_DISPATCHER):
                     self._count(where, "a call with the Python dispatcher on (its Python kernels run beneath both records)")
-                self.count_modes(where)
+                if _dispatch_modes() > (where == self.FORWARD and self.recorder is not None):  # count_modes, inline
+                    self.count_modes(where)
                 # No type of the candidate's own in `types`, no keyword argument, and every positional one's type is
                 # one of _SIMPLE_ARGUMENTS: _taken_over would find nothing (it is asked whenever any of that fails).
                 if types or kwargs or not _SIMPLE_ARGUMENTS.issuperset(map(id, map(type, args))):

@@ -40,7 +40,6 @@ import _signal
 import _thread
 import functools
 import os
-import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -130,7 +129,7 @@ def _installing(original: Callable[..., Any], called: str, position: int | None,
                 found: Callable[[str], None]) -> Callable[..., Any]:
     def install(*args: Any, **kwargs: Any) -> Any:
         hook = args[position] if position is not None and len(args) > position else None
-        if position is None or (callable(hook) and hook not in (signal.SIG_DFL, signal.SIG_IGN)):
+        if position is None or callable(hook):  # None, SIG_DFL and SIG_IGN take a hook off: no finding
             found(called)
         return original(*args, **kwargs)
     return install

@@ -542,8 +542,13 @@ def agree(got: list[float], expected: list[float], bounds: list[float]) -> bool:
     """Whether a call's projections, as the candidate's job reported them (any JSON), are each within its bound of the
     reference's. Only a real number agrees: a bool, a string or an integer past float's range (OverflowError in the
     arithmetic, the seventh red team) is a disagreement, never an exception."""
-    return len(got) == len(expected) == len(bounds) and all(
-        _figure(g) is not None and abs(_figure(g) - e) <= b for g, e, b in zip(got, expected, bounds))
+    if not len(got) == len(expected) == len(bounds):
+        return False
+    for g, e, b in zip(got, expected, bounds):
+        figure = _figure(g)
+        if figure is None or not abs(figure - e) <= b:
+            return False
+    return True
 
 
 def _figure(value: Any) -> float | None:
