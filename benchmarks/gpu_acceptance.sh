@@ -5,6 +5,7 @@
 #   fidelity  benchmarks/timing_fidelity.py (5 evaluations per case + triton do_bench)
 #   latency   benchmarks/turn_latency.py --device cuda --naive
 # Usage on the GPU box: OUT=/some/dir [GPUS=2] bash benchmarks/gpu_acceptance.sh corpus fidelity
+# On one GPU the corpus is longer than one call: SHARDS=2 SHARD=0, then SHARD=1 in a second call, runs half each.
 set -u
 PY=${PY:-python3} SITE=${SITE:-/tmp/kstudio-site}
 say() { echo "[gpu_acceptance $(date +%T)] $*"; }
@@ -38,7 +39,10 @@ for stage in "$@"; do
         wait
         cat "$OUT"/corpus_[0-9]*.log > "$OUT/corpus.log"
       else
-        python3 -m pytest tests/agent/engine/evaluate/test_corpus.py -k cuda- -v -s -p no:cacheprovider --timeout 180 \
+        python3 -m pytest tests/agent/engine/evaluate/test_corpus.py -k cuda- --collect-only -q -p no:cacheprovider \
+          | grep '::' | awk -v n="${SHARDS:-1}" -v s="${SHARD:-0}" '(NR - 1) % n == s' > "$OUT/corpus_ids.txt"
+        echo "cases: $(wc -l < "$OUT/corpus_ids.txt") (shard ${SHARD:-0} of ${SHARDS:-1})"
+        python3 -m pytest $(cat "$OUT/corpus_ids.txt") -v -s -p no:cacheprovider --timeout 180 \
           --durations=0 > "$OUT/corpus.log" 2>&1
       fi
       grep -E "^VERDICT|PASSED|FAILED|ERROR|passed|failed" "$OUT/corpus.log" | grep -v "^tests.*PASSED$" | tail -60
