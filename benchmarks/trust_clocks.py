@@ -7,6 +7,8 @@ busy the two should agree within 2%. Also prints the speedup vs eager (about 1.0
 interval, and how long each evaluation took.
 
 Usage: python benchmarks/trust_clocks.py [--device cuda] [--only a,b] [--json out.json] [--batch-ms 50] [--trace t.jsonl]
+       [--pair problem.py:candidate.py ...] (a candidate of its own against its problem, e.g. a corpus pair: where one
+       kernel's figure moved between engines, --parts says which part of the batch moved)
 """
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ def _traced(path: Path) -> dict[str, str]:
         out.flush()
         last_end[0] = time.monotonic()
 
-    def ref(self, model, keys, events=False):
+    def ref(self, model, keys, events=False, **kwargs):
         replies: list[Any] = []
         receive = self.ref.receive
 
@@ -61,16 +63,16 @@ def _traced(path: Path) -> dict[str, str]:
         self.ref.receive = kept
         began = time.monotonic()
         try:
-            got = reference_batch(self, model, keys, events)
+            got = reference_batch(self, model, keys, events, **kwargs)
         finally:
             self.ref.receive = receive
         parts = replies[-1].get("parts_ms") if replies and isinstance(replies[-1], dict) else None
         write(model, len(keys), got[0], got[2], parts, began)
         return got
 
-    def cand(self, keys, null=False):
+    def cand(self, keys, null=False, **kwargs):
         began = time.monotonic()
-        seconds, reply = candidate_batch(self, keys, null=null)
+        seconds, reply = candidate_batch(self, keys, null=null, **kwargs)
         reply = reply if isinstance(reply, dict) else {}
         write("candidate_null" if null else "candidate", len(keys), seconds, reply.get("events_ms"), reply.get("parts_ms"),
               began)
@@ -111,12 +113,19 @@ def main() -> None:
                              "between calls (KSTUDIO_BATCH_PARTS=1 in both jobs: events of their own in every batch)")
     parser.add_argument("--problem", type=Path, action="append", default=[],
                         help="also a problem file of elsewhere (a KernelBench problem at its own size), as its own candidate")
+    parser.add_argument("--pair", action="append", default=[],
+                        help="problem.py:candidate.py, timed as given (also with --only none: the pairs alone)")
     args = parser.parse_args()
     if args.parts:
         os.environ["KSTUDIO_BATCH_PARTS"] = "1"  # read by the jobs (the sandbox passes the parent's environment on)
     trace = _traced(args.trace) if args.trace else None
     names = [n for n in args.only.split(",") if n]
     paths = sorted(p for p in (ROOT / "examples").glob("*.py") if not names or p.stem in names) + args.problem
+    # (name, problem's source, candidate's source): an example or --problem is its own candidate
+    items = [(p.stem, p.read_text(), as_candidate(p.read_text())) for p in paths]
+    for pair in args.pair:
+        problem, _, candidate = pair.partition(":")
+        items.append((Path(candidate).stem, Path(problem).read_text(), Path(candidate).read_text()))
     rows = []
     # The candidate is the problem's own PyTorch code, so every op is allowed: under the allow-list its first checked
     # call is `forbidden_torch_op`, and since session 34 a rejecting flag ends the evaluation before any timing (all 16
@@ -124,14 +133,13 @@ def main() -> None:
     config = EvalConfig(device=args.device, compile_baseline=args.compile, backend="cuda" if args.device == "cuda" else "cpp",
                         batch_ms=args.batch_ms, allow_any_torch_op=True)
     with Evaluator(config) as ev:
-        for path in paths:
-            source = path.read_text()
+        for name, source, candidate in items:
             started = time.monotonic()
             if trace is not None:
-                trace["example"] = path.stem
-            v = ev.evaluate(source, as_candidate(source))
+                trace["example"] = name
+            v = ev.evaluate(source, candidate)
             t = v.timing
-            row = {"example": path.stem, "status": v.status.value, "flags": v.flag_names(), "seconds": time.monotonic() - started,
+            row = {"example": name, "status": v.status.value, "flags": v.flag_names(), "seconds": time.monotonic() - started,
                    "phases": {k: round(s, 3) for k, s in (v.seconds or {}).items()}}  # where the evaluation's time went
             if t is not None:
                 row.update(parent_ms=t.candidate_ms, events_ms=t.device_events_ms, eager_ms=t.eager_ms,
