@@ -133,7 +133,12 @@ _DISPATCH_CONTROLS = ("DisableTorchFunction", "_ExcludeDispatchKeyGuard", "_Incl
                       # both records: a forward of zeros_like with F.silu as its CPU kernel was accepted with no
                       # kernel of its own (the eighth red team).
                       "PythonDispatcher", "python_dispatcher", "py_impl", "py_kernels", "python_key_table",
-                      "functorch_table")
+                      "functorch_table",
+                      # The ATen observer (evaluate/aten_watch.py) is a record-function callback: these switch record
+                      # functions off on a thread, remove callbacks, or reach the observer's own module.
+                      "_enable_record_function", "_clear_callbacks", "enableRecordFunction", "RecordFunctionGuard",
+                      "clearCallbacks", "clearGlobalCallbacks", "clearThreadLocalCallbacks", "removeCallback",
+                      "disableCallback", "set_record_function_tls_", "kstudio_aten_watch")
 
 
 _DISPATCH_CONTROL_NAMES = re.compile("|".join(map(re.escape, sorted(_DISPATCH_CONTROLS, key=len, reverse=True))))

@@ -304,6 +304,20 @@ CASES: list[Case] = [
          frozenset({"forbidden_torch_op"}),
          "a C++ kernel in checked calls; in timed ones x[index] whose __index__ runs F.silu, inside the census's own "
          "handler where it is off the stack: an argument not of Python's or PyTorch's own is the finding"),
+    Case(_c("exploit_cpp_timed_only_warning_hook"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "a C++ kernel in checked calls; in timed ones a warnings.showwarning of its own runs F.silu when torch.mm warns "
+         "from C++, inside the census's handler: the ATen observer (a record-function callback) sees the ops"),
+    Case(_c("exploit_cpp_timed_only_deepcopy_hook"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "a C++ kernel in checked calls; in timed ones copy.deepcopy of a plain tensor whose attribute's __deepcopy__ "
+         "runs F.silu inside Tensor.__deepcopy__, off the census's stack: the ATen observer sees the ops"),
+    Case(_c("exploit_py_native_thread_fallback"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "F.silu on a pthread made through ctypes (its callback takes the GIL), joined before forward returns, and no "
+         "kernel: neither mode sees another thread's calls; the ATen observer sees every thread's"),
+    Case(_c("exploit_py_native_thread_fallback"), SILU_GPU, "cuda", "cuda", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}), "the GPU run of the native-thread fallback"),
     Case(_c("exploit_py_profile_hook_fallback"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}),
          "F.silu from a profile function, where both records are off the stack, and no kernel: installing the hook is "

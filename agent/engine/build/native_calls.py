@@ -29,6 +29,13 @@ _DISPATCH_CONTROL = frozenset({
 # set from C++ ran F.silu there unseen (the seventh red team). Their C names, as linked or kept for dlsym.
 _INTERPRETER_HOOKS = re.compile(rb"(?<![A-Za-z0-9_])(_?PyEval_Set(?:Profile|Trace)(?:AllThreads)?|_?Py_AddPendingCall"
                                 rb"|PyOS_setsig|PyErr_SetInterrupt(?:Ex)?)(?![A-Za-z0-9_])")
+# What switches off or removes the ATen observer (evaluate/aten_watch.py, a record-function callback of the whole
+# process): record functions off on a thread (at::enableRecordFunction, beneath RecordFunctionGuard), a callback
+# removed or disabled by its handle, all callbacks cleared, a thread's record-function state replaced.
+_RECORD_FUNCTION_CONTROLS = re.compile(
+    rb"_ZN2at(" + rb"|".join(str(len(n)).encode() + n for n in (
+        b"enableRecordFunction", b"clearCallbacks", b"clearGlobalCallbacks", b"clearThreadLocalCallbacks",
+        b"removeCallback", b"disableCallback", b"set_record_function_tls_")) + rb")")
 _NESTED = re.compile(rb"_ZN(?:K)?(?=\d)")
 _IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 # Kernel names carry the backend or form they are for (softmax_cpu, add_out): the op is what is left.
@@ -59,11 +66,13 @@ def mangled_paths(blob: bytes) -> set[tuple[str, ...]]:
 
 def native_calls(blob: bytes, allowed: Iterable[str], is_op: Callable[[str], bool]) -> list[str]:
     """Each ATen op outside `allowed` that the binary calls past the dispatcher's Python key, as 'op (how)', each
-    use of the dispatcher's own controls (key guards, operator lookups) and of the interpreter's hooks (a profile or
-    trace function, a pending call, a signal handler); `is_op` says whether a name is an ATen op (torch.ops.aten has
+    use of the dispatcher's own controls (key guards, operator lookups), of the interpreter's hooks (a profile or
+    trace function, a pending call, a signal handler) and of the record functions' switches; `is_op` says whether a name is an ATen op (torch.ops.aten has
     it)."""
     allowed = frozenset(allowed)
     found = {f"the interpreter's hooks ({name.decode()})" for name in _INTERPRETER_HOOKS.findall(blob)}
+    found |= {f"the record functions the ATen observer runs on (at::{name.decode().lstrip('0123456789')})"
+              for name in _RECORD_FUNCTION_CONTROLS.findall(blob)}
     for path in mangled_paths(blob):
         if path[0] == "c10":
             if path[1:3] in _DISPATCH_CONTROL or path[1:2] in _DISPATCH_CONTROL:

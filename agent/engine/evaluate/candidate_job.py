@@ -24,6 +24,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from agent.engine.build.inline import ExtensionBuildError
+from agent.engine.evaluate import aten_watch
 import agent.engine.evaluate.guards as guards
 from agent.engine.evaluate.batch import ping, as_list, parking, run_batch, stand_in_shapes, zero_stand_ins
 from agent.engine.evaluate.channel import JobEnd
@@ -53,6 +54,8 @@ def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
     watch_threads(census)  # and those of the threads the candidate starts
     watch_forks(census.in_child)  # and a process forked from the job computes nothing of PyTorch's
     watch_interpreter_hooks(census.hook_installed)  # and no interpreter hook runs its code where neither record looks
+    # Beneath both: every ATen call of the process, on any thread, from inside any callback (aten_watch.py).
+    observer = aten_watch.start(payload)
     # TorchScript runs its ops in C++, where the census (a Python function mode) never sees them, and the ATen
     # recorder is off in timed calls: a scripted fallback in timed calls only was accepted (session 40). With the
     # JIT off, torch.jit.script and torch.jit.trace hand back the Python function, whose calls are counted.
@@ -72,7 +75,7 @@ def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
     except BaseException as exc:  # noqa: BLE001 - whatever the import raised is the candidate's verdict
         end.reply({"fatal": True, "kind": "runtime_error", "error": _format_exception(exc), "build_records": router.report()})
         return
-    state = _State(module, device, payload, exchange_fd, outputs_fd, census)
+    state = _State(module, device, payload, exchange_fd, outputs_fd, census, observer)
     end.reply({"ready": True, "build_records": router.report()})
     for command in end.commands():
         try:
@@ -94,8 +97,9 @@ def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
 
 class _State:
     def __init__(self, module: Any, device: str, payload: dict[str, Any], exchange_fd: int, outputs_fd: int,
-                 census: _Census) -> None:
+                 census: _Census, observer: aten_watch.Observer | None = None) -> None:
         self.module, self.device, self.payload, self.census = module, device, payload, census
+        self.observer = observer
         self.exchange_fd, self.outputs_fd = exchange_fd, outputs_fd
         self.model: Any = None
         self.seen: dict[int, list[Any]] = {}  # the inputs of checked calls 0 and 1, the timed batches' bases
@@ -167,17 +171,23 @@ class _State:
             from agent.engine.profiling import torch_profiler_summary
 
             args = self.bases[0]
-            with torch.no_grad():
-                return {"profile": torch_profiler_summary(lambda: self.model(*args), device=self.device)}
+            if self.observer is not None:  # record functions are off on this thread between calls: the profiler needs them
+                self.observer.profiling()
+            try:
+                with torch.no_grad():
+                    return {"profile": torch_profiler_summary(lambda: self.model(*args), device=self.device)}
+            finally:
+                if self.observer is not None:
+                    self.observer.disarm()
         if name == "exit":
             return {"ok": True}
         raise ValueError(f"unknown command {name!r}")
 
     def _timed_batch(self, model: Any, keys: list[int]) -> dict[str, Any]:
         """A timed batch of `model`'s calls, with what the op census saw in them (after it, one canary)."""
-        reply = run_batch(_checked_outputs(model, self.stand_in_shapes, self.census), self.bases, keys, self.device,
-                          self.pools)
-        found = self.census.timed_findings()
+        reply = run_batch(_checked_outputs(model, self.stand_in_shapes, self.census, self.observer), self.bases, keys,
+                          self.device, self.pools)
+        found = self.census.timed_findings() + (self.observer.check() if self.observer is not None else [])
         return {**reply, "flags": found} if found else reply
 
     def _inputs(self, layout: Any, prefix: str, described: list[Any]) -> list[Any]:
@@ -217,7 +227,8 @@ class _State:
             self.seen[index] = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         flags: list[dict[str, str]] = []
         try:
-            outs = _checked_call(self.model, args, self.sizes, self.payload, flags, self.census, self.seen.get(index))
+            outs = _checked_call(self.model, args, self.sizes, self.payload, flags, self.census, self.seen.get(index),
+                                 self.observer)
         except BaseException as exc:  # noqa: BLE001 - what the checks found before it failed goes with the failure
             return {"fatal": True, "kind": "runtime_error", "error": _format_exception(exc), "flags": flags}
         self.sizes = [o.numel() * o.element_size() for o in outs]
@@ -233,7 +244,8 @@ class _TimedOutputs(Exception):
         self.flag = flag
 
 
-def _checked_outputs(model: Any, shapes: list[tuple[torch.Size, torch.dtype]], census: _Census) -> Any:
+def _checked_outputs(model: Any, shapes: list[tuple[torch.Size, torch.dtype]], census: _Census,
+                     observer: aten_watch.Observer | None = None) -> Any:
     """The model, for timed calls: an output that shares memory with an input, or whose shape or dtype is not the
     reference's output's (`shapes`, the stand-ins'), ends the evaluation, as a checked call would have found it. A
     forward that can tell a timed call from a checked one could otherwise hand back its input itself where the
@@ -242,16 +254,21 @@ def _checked_outputs(model: Any, shapes: list[tuple[torch.Size, torch.dtype]], c
     tolerance). The op census counts the call's PyTorch compute, as in a checked call: a forward that runs its kernel
     while checked and PyTorch once timed (it counts its calls, or reads the harness's frames) is found by it. The null
     batch passes through the same census, so that its cost is in the harness's share alike. Like every check here,
-    one that only counts against the candidate."""
+    one that only counts against the candidate. The ATen observer (aten_watch.py) judges the call's thread while it
+    runs, every other thread always."""
     def call(*args: Any) -> Any:
         if census.everything_allowed:  # a sanity sweep's problem-as-candidate: nothing the census could find
             outs = model(*args)
         else:
             census.arm(census.TIMED)  # not a context manager: this runs once per timed call, a few microseconds apiece
             census.count_modes(census.TIMED)  # a forward that calls only its extension passes no call through it
+            if observer is not None:
+                observer.arm()
             try:
                 outs = model(*args)
             finally:
+                if observer is not None:
+                    observer.disarm()
                 census.disarm()
         listed = as_list(outs)
         inputs: list[tuple[int, tuple[str, int, int, int]]] | None = None  # each input's memory, read once per call
@@ -633,7 +650,8 @@ def _poison(sizes: list[int], device: str) -> None:
 
 
 def _checked_call(model: Any, args: list[Any], sizes: list[int], payload: dict[str, Any],
-                  flags: list[dict[str, str]], census: _Census, kept: list[Any] | None = None) -> list[torch.Tensor]:
+                  flags: list[dict[str, str]], census: _Census, kept: list[Any] | None = None,
+                  observer: aten_watch.Observer | None = None) -> list[torch.Tensor]:
     """One correctness call with the in-process checks around it (advisory: see the module's docstring). `kept` is a
     copy of the inputs made already (calls 0 and 1 keep theirs as the timed batches' bases): the mutation check
     compares with it instead of a copy of its own (memory.py counts what is left)."""
@@ -652,7 +670,13 @@ def _checked_call(model: Any, args: list[Any], sizes: list[int], payload: dict[s
         with recorder:
             with census.forward(recorder):
                 census.count_modes(census.FORWARD)  # one left on the stack before the call (at import, or by the last)
-                raw = model(*args)
+                if observer is not None:
+                    observer.arm()
+                try:
+                    raw = model(*args)
+                finally:
+                    if observer is not None:
+                        observer.disarm()
             live = guards.recorder_is_live(recorder)
         census.canary()
     outs = as_list(raw)
@@ -679,6 +703,8 @@ def _checked_call(model: Any, args: list[Any], sizes: list[int], payload: dict[s
     if recorder.forbidden:
         names = ", ".join(f"{k} x{v}" for k, v in recorder.forbidden.most_common(8))
         flag("forbidden_torch_op", f"forward ran PyTorch compute ops outside the allow-list: {names}")
+    for found in observer.check() if observer is not None else []:
+        flag(found["flag"], found["detail"])
     if recorder.downgrades:
         flag("precision_downgrade", "forward converted to lower precision: " + ", ".join(recorder.downgrades))
     params = [*model.parameters(), *model.buffers()] if hasattr(model, "parameters") else []

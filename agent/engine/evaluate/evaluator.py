@@ -28,6 +28,7 @@ from agent.engine.build.inline import inline_key, module_name_for
 from agent.engine.build.native_calls import native_calls
 from agent.engine.build.spec import InlineExtension
 from agent.engine.build.toolchain import detect_toolchain
+from agent.engine.evaluate import aten_watch
 from agent.engine.evaluate.file_pool import FilePool
 from agent.engine.evaluate.codec import read_result
 from agent.engine.evaluate.config import ANY_OP, EvalConfig
@@ -90,6 +91,7 @@ class Evaluator:
                                                               env=self._sandbox_env())
         self.output_files = FilePool()
         self._footprints: dict[str, dict[str, Any]] = {}  # problem key -> the footprint job's answer
+        self._aten_watch: dict[str, str] | None = None  # the ATen observer's binary (aten_watch.built), once
         self._beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kstudio-reference")
 
     def _sandbox_env(self) -> dict[str, str]:
@@ -421,9 +423,12 @@ class Evaluator:
     def _candidate_payload(self, candidate_source: str, cfg: EvalConfig, built_keys: list[str] | None = None) -> dict[str, Any]:
         """What the candidate's job gets: its own source and our settings; nothing of the problem. `built_keys`: the
         extensions this evaluation's build installed or found (the only ones its job may load: loader.refuse_misses)."""
+        allowed = sorted(cfg.allowed_compute_ops())
+        if ANY_OP not in allowed and self._aten_watch is None:  # ours, compiled here (a few seconds, once per toolchain)
+            self._aten_watch = aten_watch.built(self.cache_root)
         return {"candidate_source": candidate_source, "device": cfg.device, "threads": cfg.threads,
-                "allowed_ops": sorted(cfg.allowed_compute_ops()), "cache_root": str(self.cache_root),
-                "cuda_arch": _cuda_arch(), "built_keys": built_keys}
+                "allowed_ops": allowed, "cache_root": str(self.cache_root), "cuda_arch": _cuda_arch(),
+                "built_keys": built_keys, "aten_watch": self._aten_watch if ANY_OP not in allowed else None}
 
     def _reference_payload(self, problem_source: str, cfg: EvalConfig, plan: TrialPlan) -> dict[str, Any]:
         return {"problem_source": problem_source, "device": cfg.device, "threads": cfg.threads,

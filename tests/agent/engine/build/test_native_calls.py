@@ -56,3 +56,16 @@ def test_the_interpreters_hooks_are_found_by_their_c_names_and_their_kin_by_whol
     assert found == ["the interpreter's hooks (PyEval_SetProfile)", "the interpreter's hooks (PyEval_SetTraceAllThreads)",
                      "the interpreter's hooks (Py_AddPendingCall)"]
     assert native_calls(b"\0PyEval_SetProfileX\0my_PyEval_SetTrace\0PyGILState_Ensure\0", ALLOWED, _is_op) == []
+
+
+def test_the_switches_of_the_record_functions_the_aten_observer_runs_on_are_found():
+    # at::enableRecordFunction(false) (RecordFunctionGuard's constructor calls it) blinds the ATen observer on a thread;
+    # a callback removed by its handle, or all of them cleared, blinds it everywhere (evaluate/aten_watch.py).
+    found = native_calls(_blob("_ZN2at20enableRecordFunctionEb", "_ZN2at14removeCallbackEm", "_ZN2at14clearCallbacksEv"),
+                         ALLOWED, _is_op)
+    assert found == ["the record functions the ATen observer runs on (at::clearCallbacks)",
+                     "the record functions the ATen observer runs on (at::enableRecordFunction)",
+                     "the record functions the ATen observer runs on (at::removeCallback)"]
+    # Reading whether they are on, or adding a callback of its own (a profiler's), switches nothing off.
+    assert native_calls(_blob("_ZN2at23isRecordFunctionEnabledEv", "_ZN2at17addGlobalCallbackENS_22RecordFunctionCallbackE"),
+                        ALLOWED, _is_op) == []

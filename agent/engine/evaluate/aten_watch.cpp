@@ -1,0 +1,205 @@
+// The ATen observer of the candidate's job (aten_watch.py says why): a RecordFunction callback for the whole process,
+// installed before the candidate's import, that sees every operator call made through PyTorch's dispatcher on every
+// thread, whatever Python mode stack, callback or native thread it comes from. A plain CPython module (no pybind11,
+// no torch/extension.h): it builds in seconds and each call from Python costs what a builtin's does.
+#include <Python.h>
+
+#include <ATen/record_function.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace {
+
+// What a name is: no PyTorch compute (another namespace's op, or an allowed one), allowed where nested in an anchor
+// (an allowed compute op: its own internals, such as a convolution's bias add), or PyTorch compute outside the list.
+enum Verdict : int { kFree = 0, kAnchor = 1, kInternal = 2, kForbidden = 3 };
+
+std::unordered_set<std::string> g_allowed;     // qualified names: aten::mm, mkldnn::_linear_pointwise
+std::unordered_set<std::string> g_anchors;     // the allowed ops whose internals are theirs (GEMM, convolution)
+std::unordered_set<std::string> g_internals;   // what an anchor may call inside itself
+std::unordered_set<std::string> g_namespaces;  // PyTorch's own op namespaces, read before the candidate's import
+std::string g_canary;                          // the op the harness runs to show the observer still sees calls
+
+std::mutex g_mutex;
+std::unordered_map<std::string, long long> g_found;  // "aten::silu" / "aten::silu (on another thread)" -> calls
+std::atomic<long long> g_found_total{0};
+std::atomic<long long> g_canaries{0};
+std::atomic<long long> g_switches{0};  // arm/disarm/canary calls: the harness knows how many it made
+std::atomic<long long> g_left_off{0};  // disarm found record functions switched off on the harness's thread
+std::atomic<bool> g_installed{false};
+std::thread::id g_main;
+at::CallbackHandle g_handle = 0;
+
+enum Mode : int { kUnarmed = 0, kArmed = 1, kCanary = 2, kProfiling = 3 };
+std::atomic<int> g_mode{kUnarmed};  // the harness's thread only; every other thread is always judged
+
+struct Cached {
+  std::string name;
+  int verdict;
+};
+thread_local std::unordered_map<const char*, Cached> t_cache;
+thread_local int t_depth = 0;
+thread_local bool t_anchor = false;  // this thread's outermost op now running is an anchor
+thread_local int t_main = -1;        // whether this is the harness's thread (-1: not asked yet)
+
+int classify(const char* name) {
+  std::string full(name);
+  const auto colon = full.find("::");
+  if (colon == std::string::npos || !g_namespaces.count(full.substr(0, colon))) return kFree;
+  if (g_allowed.count(full)) return g_anchors.count(full) ? kAnchor : kFree;
+  return g_internals.count(full) ? kInternal : kForbidden;
+}
+
+int verdict_of(const char* name) {
+  auto it = t_cache.find(name);
+  // An op name's storage lives as long as its registration: compared again so that a freed name's address, reused by
+  // another op's, never keeps the first one's verdict.
+  if (it != t_cache.end() && std::strcmp(it->second.name.c_str(), name) == 0) return it->second.verdict;
+  const int verdict = classify(name);
+  t_cache[name] = Cached{name, verdict};
+  return verdict;
+}
+
+void record(const char* name, bool main) {
+  std::string key(name);
+  if (!main) key += " (on a thread of its own)";
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_found[key] += 1;
+  }
+  g_found_total.fetch_add(1);
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  const int depth = t_depth++;
+  if (t_main < 0) t_main = std::this_thread::get_id() == g_main ? 1 : 0;
+  const char* name = fn.name();
+  if (name == nullptr) return nullptr;
+  if (t_main == 1) {
+    const int mode = g_mode.load(std::memory_order_relaxed);
+    if (mode == kUnarmed || mode == kProfiling) return nullptr;
+    if (mode == kCanary) {
+      if (depth == 0 && g_canary == name) g_canaries.fetch_add(1);
+      return nullptr;
+    }
+  }
+  const int verdict = verdict_of(name);
+  if (depth == 0) {
+    t_anchor = verdict == kAnchor;
+    if (verdict >= kInternal) record(name, t_main == 1);
+  } else if (verdict == kForbidden || (verdict == kInternal && !t_anchor)) {
+    record(name, t_main == 1);
+  }
+  return nullptr;
+}
+
+void on_end(const at::RecordFunction&, at::ObserverContext*) {
+  if (t_depth > 0) --t_depth;
+}
+
+bool fill(PyObject* items, std::unordered_set<std::string>& into) {
+  PyObject* iterator = PyObject_GetIter(items);
+  if (iterator == nullptr) return false;
+  while (PyObject* item = PyIter_Next(iterator)) {
+    const char* text = PyUnicode_AsUTF8(item);
+    if (text == nullptr) {
+      Py_DECREF(item);
+      Py_DECREF(iterator);
+      return false;
+    }
+    into.insert(text);
+    Py_DECREF(item);
+  }
+  Py_DECREF(iterator);
+  return !PyErr_Occurred();
+}
+
+// install(allowed, anchors, internals, namespaces, canary): once, on the harness's thread, before the candidate's import.
+PyObject* install(PyObject*, PyObject* args) {
+  PyObject *allowed, *anchors, *internals, *namespaces;
+  const char* canary;
+  if (!PyArg_ParseTuple(args, "OOOOs", &allowed, &anchors, &internals, &namespaces, &canary)) return nullptr;
+  if (g_installed.load()) {
+    PyErr_SetString(PyExc_RuntimeError, "the ATen observer is installed already");
+    return nullptr;
+  }
+  if (!fill(allowed, g_allowed) || !fill(anchors, g_anchors) || !fill(internals, g_internals) ||
+      !fill(namespaces, g_namespaces))
+    return nullptr;
+  g_canary = canary;
+  g_main = std::this_thread::get_id();
+  g_handle = at::addGlobalCallback(at::RecordFunctionCallback(on_start, on_end)
+                                       .scopes({at::RecordScope::FUNCTION})
+                                       .needsInputs(false)
+                                       .needsOutputs(false)
+                                       .needsIds(false));
+  g_installed.store(true);
+  // Off on the harness's thread until a call is armed: its own work (inputs, projections) pays nothing for it.
+  at::enableRecordFunction(false);
+  Py_RETURN_NONE;
+}
+
+PyObject* set_mode(int mode) {
+  g_switches.fetch_add(1);
+  if (mode == kUnarmed) {
+    if (!at::isRecordFunctionEnabled()) g_left_off.fetch_add(1);
+    g_mode.store(kUnarmed);
+    at::enableRecordFunction(false);
+  } else {
+    t_depth = 0;
+    g_mode.store(mode);
+    at::enableRecordFunction(true);
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* arm(PyObject*, PyObject*) { return set_mode(kArmed); }
+PyObject* disarm(PyObject*, PyObject*) { return set_mode(kUnarmed); }
+PyObject* canary_mode(PyObject*, PyObject*) { return set_mode(kCanary); }
+PyObject* profiling(PyObject*, PyObject*) { return set_mode(kProfiling); }
+
+// state() -> (findings so far, canaries seen, switches made, times record functions were found off at a disarm)
+PyObject* state(PyObject*, PyObject*) {
+  return Py_BuildValue("(LLLL)", g_found_total.load(), g_canaries.load(), g_switches.load(), g_left_off.load());
+}
+
+// found() -> {name: calls}, every finding since the install (never cleared: nothing can take one back)
+PyObject* found(PyObject*, PyObject*) {
+  PyObject* out = PyDict_New();
+  if (out == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (const auto& entry : g_found) {
+    PyObject* count = PyLong_FromLongLong(entry.second);
+    if (count == nullptr || PyDict_SetItemString(out, entry.first.c_str(), count) < 0) {
+      Py_XDECREF(count);
+      Py_DECREF(out);
+      return nullptr;
+    }
+    Py_DECREF(count);
+  }
+  return out;
+}
+
+PyMethodDef kMethods[] = {
+    {"install", install, METH_VARARGS, "install(allowed, anchors, internals, namespaces, canary)"},
+    {"arm", arm, METH_NOARGS, "judge the harness's thread's calls (a candidate's call is running)"},
+    {"disarm", disarm, METH_NOARGS, "stop judging the harness's thread (its own work follows)"},
+    {"canary_mode", canary_mode, METH_NOARGS, "count the canary op on the harness's thread"},
+    {"profiling", profiling, METH_NOARGS, "record functions on for the harness's profiler, nothing judged"},
+    {"state", state, METH_NOARGS, "(findings, canaries, switches, left off)"},
+    {"found", found, METH_NOARGS, "{op name: calls}"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "kstudio_aten_watch", nullptr, -1, kMethods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit_kstudio_aten_watch() { return PyModule_Create(&kModule); }

@@ -1,0 +1,216 @@
+"""The ATen observer: a record of the candidate's PyTorch compute that is never off a stack.
+
+The op census (a TorchFunctionMode) and the checked calls' ATen recorder (a TorchDispatchMode) are modes: each sees the
+calls made on the mode stack it was pushed on, which is one thread's, and never the calls made inside its own handler.
+So any of the candidate's Python that PyTorch calls back from inside a call (a tensor's `__deepcopy__` in
+`copy.deepcopy`, a `warnings.showwarning` run by an op that warns from C++, `torch._VF` replaced beneath
+`Tensor.split`, a HigherOrderOperator's Python kernel), and any native thread that takes the GIL, computed with PyTorch
+unseen (the seventh and eighth red teams: accepted at 1.16-1.56x with no kernel at all). And the census named calls
+from state the candidate can change (`F.softmax.__name__`, `torch.ops.aten`).
+
+This observer is a RecordFunction callback for the whole process (what `torch.profiler` installs, `aten_watch.cpp`),
+installed before the candidate's import: PyTorch's dispatcher calls it for every operator call on every thread, by the
+operator's registered name, whatever mode stack, callback or thread the call came from. On the harness's thread it
+judges only while a call of the candidate's runs (record functions are off there otherwise, so the harness's own work
+pays nothing for it); on every other thread it judges always. An op of PyTorch's own namespaces outside the allow-list
+is a finding at any depth, except the internals of an allowed GEMM or convolution (`INTERNALS`: a convolution's bias
+add, `resolve_conj`) inside one.
+
+Like every check in the candidate's process it only counts against the candidate (docs/threat-model.md): its module
+can be reached from the candidate's code, which could switch it (each switch the harness did not make is counted,
+`Observer.check`), and native code could remove the callback (the binary scan reads those names, and the canary after
+every call and batch shows a removed one). What it does not see: a kernel called past the dispatcher
+(`at::native::`, `redispatch`: the binary scan's), and compute that is not PyTorch's.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agent.engine.build.cache import BuildCache
+from agent.engine.evaluate.loader import cache_root_from
+from agent.engine.build.toolchain import detect_toolchain
+from agent.engine.evaluate.config import CONV_OPS, GEMM_OPS
+import agent.engine.evaluate.guards as guards
+
+SOURCE = Path(__file__).with_name("aten_watch.cpp")
+MODULE = "kstudio_aten_watch"
+_FILE = MODULE + ".so"
+# The op the harness runs to show the observer still sees calls (as the census's canary: torch.exp).
+CANARY = "aten::exp"
+# What an allowed GEMM or convolution calls inside itself, beyond the allow-list and the memory ops: read with this
+# observer over the anchors at many shapes, dtypes and layouts (benchmarks/gpu/anchor_internals.py, CPU and H200).
+INTERNALS = frozenset({
+    # CPU (torch 2.13): the slow and grouped convolution paths, bfloat16 convolutions, batched GEMM accumulations
+    "aten::_convolution_mode", "aten::_nnpack_available", "aten::add_", "aten::addmm_", "aten::addmv_",
+    "aten::as_strided_", "aten::cat", "aten::resolve_conj", "aten::slow_conv3d", "aten::thnn_conv2d",
+    # their kin on other paths: a bias added out of place, a negated view resolved
+    "aten::add", "aten::resolve_neg", "aten::baddbmm_",
+})
+
+
+def qualified(names: frozenset[str] | set[str]) -> set[str]:
+    """The allow-list's names as the dispatcher names ops: aten's and prims' by the op alone (guards.torch_op_name)."""
+    out: set[str] = set()
+    for name in names:
+        if "::" in name:
+            out.add(name)
+        else:
+            out.update({f"aten::{name}", f"prims::{name}"})
+    return out
+
+
+def _build_key() -> str:
+    toolchain = detect_toolchain()
+    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest.update(toolchain.fingerprint().encode())
+    return "aten-watch-" + digest.hexdigest()[:40]
+
+
+def built(cache_root: str | os.PathLike[str] | None) -> dict[str, str]:
+    """Trusted side: the observer's binary in the build cache (compiled once per toolchain, a few seconds), as what the
+    candidate's job needs to load it and check it: the entry's key, the file and its sha256."""
+    cache = BuildCache(cache_root_from(str(cache_root) if cache_root else None))
+    key = _build_key()
+    entry, _ = cache.get_or_build(key, _compile)
+    if cache.verify(key):  # changed since it was installed: built afresh
+        cache.evict(key)
+        entry, _ = cache.get_or_build(key, _compile)
+    digest = hashlib.sha256(cache.read_verified(entry, _FILE)).hexdigest()
+    return {"key": key, "file": _FILE, "sha256": digest}
+
+
+def _compile(out: Path) -> dict[str, str]:
+    toolchain = detect_toolchain()
+    command = [toolchain.cxx, "-O2", f"-std={toolchain.cxx_std}", "-shared", "-fPIC", "-w",
+               f"-D_GLIBCXX_USE_CXX11_ABI={int(toolchain.cxx11_abi)}", f"-I{toolchain.include_dir}",
+               f"-I{toolchain.python_include}", str(SOURCE), f"-L{toolchain.lib_dir}", "-lc10", "-ltorch_cpu",
+               f"-Wl,-rpath,{toolchain.lib_dir}", "-o", str(out / _FILE)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(f"the harness's ATen observer did not compile ({' '.join(command[:3])} ...): "
+                           f"{(done.stderr or done.stdout)[-2000:]}")
+    return {"source_sha256": hashlib.sha256(SOURCE.read_bytes()).hexdigest()}
+
+
+class Observer:
+    """The installed observer, seen from the harness: its module's functions captured at load (before the candidate's
+    import), and what the harness itself did with them, to tell its own switches from anyone else's."""
+
+    def __init__(self, module: Any, allowed: frozenset[str], internals: frozenset[str] = INTERNALS) -> None:
+        self._arm, self._disarm, self._canary = module.arm, module.disarm, module.canary_mode
+        self._state, self._found = module.state, module.found
+        self._profiling = module.profiling
+        allowed_names = qualified(allowed | guards.MEMORY_OPS)
+        anchors = qualified((GEMM_OPS | CONV_OPS) & allowed)
+        namespaces = sorted(guards.TORCH_NAMESPACES)
+        module.install(sorted(allowed_names), sorted(anchors), sorted(internals - allowed_names), namespaces, CANARY)
+        self.switches = 0  # the harness's own arm/disarm/canary calls
+        self.reported: dict[str, int] = {}
+        self.canaries = 0
+        self.switched: list[str] = []  # PyTorch's own Python switches of record functions, called (watch_switches)
+        self._switches_reported = 0
+
+    def arm(self) -> None:
+        self.switches += 1
+        self._arm()
+
+    def disarm(self) -> None:
+        self.switches += 1
+        self._disarm()
+
+    def profiling(self) -> None:
+        """Record functions on for the harness's own profiler (the profile command), its calls not judged."""
+        self.switches += 1
+        self._profiling()
+
+    def check(self) -> list[dict[str, str]]:
+        """Since the last check: PyTorch compute outside the allow-list it saw (any thread), and whether it still sees
+        calls (a canary op) and was switched by the harness alone. Each a `forbidden_torch_op` finding."""
+        self.switches += 2
+        self._canary()
+        try:
+            torch.exp(torch.ones(2))
+        finally:
+            self._disarm()
+        _, canaries, switches, left_off = self._state()
+        findings = []
+        if canaries <= self.canaries:
+            findings.append("it no longer sees PyTorch's calls (its canary was not seen): its callback was removed or "
+                            "record functions were switched off")
+        self.canaries = canaries
+        if switches != self.switches or left_off:
+            findings.append("it was switched on or off by code other than the harness's, or record functions were left "
+                            "off inside a call")
+            self.switches = switches
+        if len(self.switched) > self._switches_reported:
+            findings.append(f"record functions were switched from Python ({', '.join(sorted(set(self.switched[self._switches_reported:])))})")
+            self._switches_reported = len(self.switched)
+        found = self._found()
+        new = {name: count - self.reported.get(name, 0) for name, count in found.items()
+               if count > self.reported.get(name, 0)}
+        self.reported = dict(found)
+        if new:
+            names = ", ".join(f"{k} x{v}" for k, v in sorted(new.items(), key=lambda kv: -kv[1])[:8])
+            findings.append(f"it saw PyTorch compute outside the allow-list: {names}")
+        return [{"flag": "forbidden_torch_op", "detail": "the ATen observer (a record-function callback of the whole "
+                 f"process, on every thread, armed before the import): {text}"} for text in findings]
+
+
+def start(payload: dict[str, Any], internals: frozenset[str] = INTERNALS) -> Observer | None:
+    """In the candidate's job, before its import: the observer loaded from the build cache (the bytes checked against
+    the parent's sha256) and installed. None where every op is allowed (nothing it could find)."""
+    described = payload.get("aten_watch")
+    allowed = frozenset(payload["allowed_ops"])
+    if not described or "*" in allowed:
+        return None
+    cache = BuildCache(cache_root_from(payload.get("cache_root")), read_only=True)
+    entry = cache.lookup(str(described["key"]))
+    if entry is None:
+        raise RuntimeError("the harness's ATen observer is missing from the build cache")
+    data = cache.read_verified(entry, _FILE)
+    if hashlib.sha256(data).hexdigest() != described["sha256"]:
+        raise RuntimeError("the harness's ATen observer in the build cache is not the one the parent built")
+    private = Path(tempfile.mkdtemp(prefix="aten-watch-"))  # the job's own TMPDIR (jobs.setup_device)
+    path = private / _FILE
+    path.write_bytes(data)
+    loader = importlib.machinery.ExtensionFileLoader(MODULE, str(path))
+    spec = importlib.util.spec_from_file_location(MODULE, path, loader=loader)
+    if spec is None:
+        raise RuntimeError("the harness's ATen observer could not be loaded")
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    sys.modules.pop(MODULE, None)  # not left where a lookup by name finds it
+    observer = Observer(module, allowed, internals)
+    watch_switches(observer.switched)
+    return observer
+
+
+# PyTorch's Python switches of record functions: one thread's on or off, and every callback removed (the observer's
+# included). No kernel calls them; validation refuses their names, and a call made all the same is a finding.
+_SWITCHES = ((torch._C._autograd, "_enable_record_function"), (torch.autograd, "_enable_record_function"),
+             (torch._C._autograd, "_clear_callbacks"))
+
+
+def watch_switches(called: list[str]) -> None:
+    """From now on, each call of a switch of _SWITCHES appends its name to `called` before it is done."""
+    for owner, name in _SWITCHES:
+        original = getattr(owner, name, None)
+        if original is not None:
+            setattr(owner, name, _switching(original, f"{owner.__name__}.{name}", called))
+
+
+def _switching(original: Any, name: str, called: list[str]) -> Any:
+    def switch(*args: Any, **kwargs: Any) -> Any:
+        called.append(name)
+        return original(*args, **kwargs)
+    return switch

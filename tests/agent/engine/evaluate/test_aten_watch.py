@@ -1,0 +1,135 @@
+"""The ATen observer (agent/engine/evaluate/aten_watch.py): a record-function callback of the whole process that sees
+PyTorch's calls on every thread and inside every callback. Installing it is once per process and for good, so each
+case runs in a process of its own."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agent.engine.evaluate import aten_watch
+from agent.engine.evaluate.config import CONV_OPS, GEMM_OPS
+
+ROOT = Path(__file__).resolve().parents[4]
+
+PRELUDE = """
+import ctypes, json, sys, warnings
+import torch, torch.nn.functional as F
+from agent.engine.evaluate import aten_watch
+from agent.engine.evaluate.config import CONV_OPS, GEMM_OPS
+payload = json.loads(sys.argv[1])
+observer = aten_watch.start(payload)
+x, w = torch.randn(8, 8), torch.randn(8, 8)
+def report(name):
+    print(json.dumps({name: [f["detail"] for f in observer.check()]}), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def payload(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("cache")
+    return {"aten_watch": aten_watch.built(root), "allowed_ops": sorted(GEMM_OPS | CONV_OPS), "cache_root": str(root)}
+
+
+def _run(payload: dict, body: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body), json.dumps(payload)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    out: dict = {}
+    for line in done.stdout.splitlines():
+        out.update(json.loads(line))
+    return out
+
+
+def test_the_harness_threads_own_work_is_not_judged_and_an_armed_calls_allowed_ops_are_no_finding(payload):
+    out = _run(payload, """
+        F.silu(x)                      # the harness's own work between calls: not judged
+        report("between calls")
+        image, kernel, bias = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3), torch.randn(3)
+        observer.arm()
+        y = torch.empty_like(x).copy_(torch.mm(x, w))
+        F.conv2d(image, kernel, bias)  # its bias added inside it on some paths: the convolution's own internals
+        observer.disarm()
+        report("allowed")
+        observer.arm()
+        F.conv2d(image, kernel, bias).sigmoid()
+        observer.disarm()
+        report("beside")
+    """)
+    assert out["between calls"] == [] and out["allowed"] == []
+    assert len(out["beside"]) == 1 and out["beside"][0].endswith("outside the allow-list: aten::sigmoid x1")
+
+
+def test_compute_on_a_native_thread_is_a_finding_whenever_it_runs(payload):
+    # A pthread made through ctypes, whose callback takes the GIL: no Python mode stack of the harness's is on it.
+    out = _run(payload, """
+        routine = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(lambda _: F.silu(x) and None)
+        libc, handle = ctypes.CDLL(None), ctypes.c_ulong()
+        libc.pthread_create(ctypes.byref(handle), None, routine, None)
+        libc.pthread_join(handle, None)
+        report("thread")
+    """)
+    assert len(out["thread"]) == 1 and "aten::silu (on a thread of its own) x1" in out["thread"][0]
+
+
+def test_compute_in_a_callback_inside_an_allowed_op_is_a_finding(payload):
+    # torch.mm resizing its out= warns from C++, and a showwarning of the candidate's runs inside the call; the ATen
+    # records are modes, off their stacks there, but the observer is beneath the dispatcher (the eighth red team's G2).
+    out = _run(payload, """
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda *a, **k: torch.tanh(x)
+        observer.arm()
+        torch.mm(x, w, out=torch.empty(3))
+        observer.disarm()
+        report("warning")
+    """)
+    assert len(out["warning"]) == 1 and "aten::tanh x1" in out["warning"][0]
+
+
+def test_a_switch_the_harness_did_not_make_and_a_removed_callback_are_findings(payload):
+    out = _run(payload, """
+        observer.arm()
+        torch.autograd._enable_record_function(False)   # blinds this thread: PyTorch's own switch, watched
+        F.silu(x)
+        torch.autograd._enable_record_function(True)
+        observer.disarm()
+        report("python switch")
+        torch._C._autograd._clear_callbacks()           # removes every callback, the observer's too
+        observer.arm()
+        F.silu(x)
+        observer.disarm()
+        report("cleared")
+    """)
+    assert any("record functions were switched from Python (torch.autograd._enable_record_function)" in d
+               for d in out["python switch"])
+    assert any("its canary was not seen" in d for d in out["cleared"])
+
+
+def test_the_module_switched_by_another_caller_is_a_finding(payload):
+    # The module's own functions are reachable from the candidate's code (through the observer's objects): each switch
+    # the harness did not make is counted in C++, where Python cannot take it back.
+    out = _run(payload, """
+        module = sys.modules.get("kstudio_aten_watch")
+        assert module is None, "left in sys.modules"
+        observer.arm()
+        observer._disarm()             # as a candidate holding the observer would
+        F.silu(x)
+        observer._arm()
+        observer.disarm()
+        report("switched")
+    """)
+    assert any("switched on or off by code other than the harness's" in d for d in out["switched"])
+
+
+def test_a_binary_that_is_not_the_parents_is_not_loaded(payload):
+    forged = {**payload, "aten_watch": {**payload["aten_watch"], "sha256": "0" * 64}}
+    with pytest.raises(RuntimeError, match="not the one the parent built"):
+        aten_watch.start(forged)
+
+
+def test_nothing_is_installed_where_every_op_is_allowed(payload):
+    assert aten_watch.start({**payload, "allowed_ops": ["*"]}) is None
