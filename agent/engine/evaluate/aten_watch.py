@@ -53,6 +53,8 @@ INTERNALS = frozenset({
     # CPU (torch 2.13): the slow and grouped convolution paths, bfloat16 convolutions, batched GEMM accumulations
     "aten::_convolution_mode", "aten::_nnpack_available", "aten::add_", "aten::addmm_", "aten::addmv_",
     "aten::as_strided_", "aten::cat", "aten::resolve_conj", "aten::slow_conv3d", "aten::thnn_conv2d",
+    # CUDA (H200, torch 2.11, session 42): the same accumulations and bias adds, and depthwise 3-D convolutions
+    "aten::conv_depthwise3d",
     # their kin on other paths: a bias added out of place, a negated view resolved
     "aten::add", "aten::resolve_neg", "aten::baddbmm_",
 })

@@ -340,15 +340,20 @@ class Evaluator:
         if not build_header.get("ok", False):
             return Verdict(Status.BUILD_ERROR, Stage.BUILD, build_header.get("error", "the build failed"),
                            build=build, device=cfg.device, seconds=seconds, memory=plan_.to_dict())
-        plan = _plan(cfg, cfg.seed if cfg.seed is not None else secrets.randbits(62), names)
         peaks = self.device_peaks(cfg, progress) if cfg.timing else None
         baseline_key = self._baseline_key(problem_source, cfg)
         cached = self._cached_compile(baseline_key) if cfg.timing and cfg.compile_baseline else None
         ratio = cached.get("ratio_to_eager") if isinstance(cached, dict) else None
         ncu = cfg.profile and cfg.device == "cuda" and _ncu_available()
         t0 = time.monotonic()
-        rebuilds = 0
+        rebuilds = starts = 0
         while True:
+            # A fresh seed for every start: a session started again (an extension asked for in the checked calls, or
+            # a retry after running out of memory) draws other inputs and weights, so that nothing the job saw before
+            # (carried over in a build request's text, which the build cache keeps where every job can read it) is
+            # of use after (the eighth red team's G8).
+            plan = _plan(cfg, _start_seed(cfg, starts), names)
+            starts += 1
             # On a GPU the files are sized to the problem (memory.host_files): a 16 GiB input set fits its exchange.
             with self.output_files.lend(max(cfg.limits.memory_bytes, plan_.outputs_bytes)) as outputs, \
                     self.output_files.lend(max(cfg.reference_limits.memory_bytes, plan_.exchange_bytes)) as exchange:
@@ -658,6 +663,14 @@ def _preload(cfg: EvalConfig) -> tuple[str, ...]:
     if cfg.device == "cuda" and importlib.util.find_spec("triton") is not None:
         modules.append("agent.engine.evaluate.warm_triton")
     return tuple(modules)
+
+
+def _start_seed(cfg: EvalConfig, start: int) -> int:
+    """The secret seed of a session's `start`-th start: a fresh draw, or, where the config fixes a seed (tests,
+    reproductions), one derived from it for each start alike."""
+    if cfg.seed is None:
+        return secrets.randbits(62)
+    return cfg.seed if start == 0 else int.from_bytes(hashlib.sha256(f"{cfg.seed}:{start}".encode()).digest()[:8]) >> 2
 
 
 def _plan(cfg: EvalConfig, seed: int, names: ProblemNames) -> TrialPlan:

@@ -1,6 +1,7 @@
 """The parent's statistics and its line to a job (agent/engine/evaluate/session.py, channel.py)."""
 import os
 import random
+from pathlib import Path
 
 import pytest
 
@@ -600,3 +601,26 @@ def test_a_field_missing_from_the_candidates_reply_is_its_runtime_error_not_the_
         reply["weights"]
     assert session.outcome.failure == ("runtime_error", "the candidate's job answered without 'weights' (its harness "
                                                         "was changed?)")
+
+
+@pytest.mark.slow
+def test_a_session_started_again_draws_a_fresh_seed(quick_cpu_evaluator, monkeypatch):
+    """An extension built in __init__ is asked of the parent, and the evaluation starts again with it installed. The
+    build cache every job can read keeps the request's text, so a job could carry what it saw in its first session (the
+    checked inputs, written into a request) into the next: with the same seed they were the next session's inputs too
+    (the eighth red team's G8). Each start now draws its own."""
+    import agent.engine.evaluate.evaluator as evaluator_module
+
+    seeds: list[int] = []
+    real_session = evaluator_module.Session
+
+    def recording(*args, **kwargs):
+        seeds.append(args[4]["plan"]["seed"])  # the reference's payload: the only job that gets the seed
+        return real_session(*args, **kwargs)
+
+    monkeypatch.setattr(evaluator_module, "Session", recording)
+    corpus = Path(__file__).resolve().parents[3] / "corpus"
+    verdict = quick_cpu_evaluator.evaluate((corpus / "problems" / "softmax_rows.py").read_text(),
+                                           (corpus / "candidates" / "legit_cpp_lazy_build_softmax.py").read_text())
+    assert verdict.status.value == "accepted", verdict.message
+    assert len(seeds) == 2 and seeds[0] != seeds[1]
