@@ -39,7 +39,7 @@ from typing import Any, Iterator
 import torch
 
 import agent.engine.evaluate.keyed_cuda as keyed_cuda
-from agent.engine.evaluate.compare import NOISE_FACTOR, tolerances
+from agent.engine.evaluate.compare import NOISE_FACTOR, as_real, tolerances
 from agent.engine.evaluate.inputs import SCALED_LARGE
 
 SIGMAS = 6.0
@@ -437,7 +437,8 @@ def project_rows(outputs: list[torch.Tensor], key: int, pools: Pools) -> torch.T
     """One keyed projection per output. On a GPU a device tensor, so that a batch synchronises only once, at its end;
     where the fused kernels run, one row per output: the projection, then the bound's sums over the same weights
     (keyed_cuda.FIGURES, from the same pass: bound_of_figures turns them into projection_bound's figure). On the CPU a
-    plain dot product (non-finite results redone)."""
+    plain dot product (non-finite results redone). A complex output is projected as its real and imaginary parts."""
+    outputs = [as_real(o) for o in outputs]
     if outputs and pools.fused and all(keyed_cuda.supported(o) for o in outputs):
         # One launch per output, each writing its figures into one float64 tensor: no other allocation or launch per call.
         kernels = keyed_cuda.Kernels.load()
@@ -489,7 +490,7 @@ def projection_bound(refs: list[torch.Tensor], key: int, pools: Pools, rtol: flo
     root-mean-square error from float64 where a checked call found it ill-conditioned (exact.Float64Reference.noise); a
     candidate held to NOISE_FACTOR times it may differ from the reference by (NOISE_FACTOR + 1) times it."""
     bounds = []
-    for j, ref in enumerate(refs):
+    for j, ref in enumerate(map(as_real, refs)):
         if ref.numel() == 0:
             bounds.append(0.0)
             continue

@@ -29,7 +29,8 @@ import torch
 from agent.engine.evaluate.batch import ping, as_list, parking, probe_ms, run_batch_figures, stand_in_specs, zero_stand_ins
 from agent.engine.evaluate.channel import JobEnd
 from agent.engine.evaluate.codec import write_result
-from agent.engine.evaluate.compare import Comparison, combined, compare_each, compare_outputs, held_to_eager, joined
+from agent.engine.evaluate.compare import Comparison, combined, compare_each, compare_outputs, held_to_eager, joined, \
+    real_numbers
 from agent.engine.evaluate.exact import Float64Reference, synced_seconds
 from agent.engine.evaluate.jobs import PROBLEM_MODULE, hardware_facts, setup_device, work_estimate
 import agent.engine.evaluate.keyed_cuda as keyed_cuda
@@ -468,8 +469,9 @@ class _State:
     def _checks(self, keys: list[int], figures: torch.Tensor) -> dict[str, Any]:
         """Expected projections and their bounds from a batch's figures (calls x outputs x FIGURES) on `keys`, the
         outputs' dtypes being the reference's (its stand-ins are its outputs' clones)."""
-        dtypes = [o.dtype for o in self.stand_ins] or [dtype for _, dtype in self.stand_in_shapes]
-        sizes = [o.numel() for o in self.stand_ins] or [math.prod(shape) for shape, _ in self.stand_in_shapes]
+        shapes = [(o.dtype, o.numel()) for o in self.stand_ins] or \
+            [(dtype, math.prod(shape)) for shape, dtype in self.stand_in_shapes]
+        dtypes, sizes = zip(*(real_numbers(*s) for s in shapes)) if shapes else ((), ())  # as projected (as_real)
         rows = figures.tolist()
         if any(len(call) != len(dtypes) for call in rows):
             raise ValueError(f"the reference gave {len(rows[0]) if rows else 0} outputs in a batch and {len(dtypes)} in its "

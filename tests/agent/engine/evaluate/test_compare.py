@@ -122,3 +122,16 @@ def test_outputs_that_cannot_be_judged_against_float64_keep_their_strict_compari
     judged, ill = held_to_eager([ref], [ref[:10]], [exact], None, None)  # a shape that differs
     assert not ill and not judged.passed
     assert conditioning(ref, ref, exact[:10], None, None) is None
+
+
+def test_a_complex_output_is_judged_on_both_parts_with_its_real_dtypes_tolerance():
+    # Until session 42 a complex output was cast to float (its real part) and complex dtypes had zero tolerance: an FFT
+    # with a wrong imaginary part passed, and an honest one within float32's rounding failed.
+    torch.manual_seed(0)
+    ref = torch.fft.fft(torch.randn(64, 128))
+    honest = ref * (1 + 1e-6)
+    assert compare_tensor(ref, honest).passed
+    wrong = torch.complex(ref.real, torch.zeros_like(ref.imag))
+    verdict = compare_tensor(ref, wrong)
+    assert not verdict.passed and verdict.mismatched > ref.numel() // 2
+    assert not compare_tensor(ref, ref.conj()).passed, "the conjugate bit is read, not ignored"

@@ -330,3 +330,13 @@ def test_only_a_real_number_agrees_and_nothing_a_job_reports_raises():
     assert agree([1.0, 2], [1.0, 2.0], [0.1, 0.1])
     for wrong in (10 ** 400, float("nan"), float("inf"), True, "1.0", None, [1.0]):
         assert not agree([wrong], [1.0], [10.0]), wrong
+
+
+def test_a_complex_outputs_projection_reads_its_imaginary_part():
+    torch.manual_seed(2)
+    pools = Pools(3)
+    ref = torch.fft.fft(torch.randn(64, 256))
+    expected = project([ref], 7, pools).tolist()
+    bound = projection_bound([ref], 7, pools, None, None)
+    assert agree(project([ref * (1 + 1e-6)], 7, pools).tolist(), expected, bound)
+    assert not agree(project([torch.complex(ref.real, torch.zeros_like(ref.imag))], 7, pools).tolist(), expected, bound)
