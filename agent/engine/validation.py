@@ -138,7 +138,12 @@ _DISPATCH_CONTROLS = ("DisableTorchFunction", "_ExcludeDispatchKeyGuard", "_Incl
                       # functions off on a thread, remove callbacks, or reach the observer's own module.
                       "_enable_record_function", "_clear_callbacks", "enableRecordFunction", "RecordFunctionGuard",
                       "clearCallbacks", "clearGlobalCallbacks", "clearThreadLocalCallbacks", "removeCallback",
-                      "disableCallback", "set_record_function_tls_", "kstudio_aten_watch")
+                      "disableCallback", "set_record_function_tls_", "kstudio_aten_watch",
+                      # An op's kernel run past the dispatcher's record of calls, from Python
+                      "redispatch_boxed", "_op_dk", "_get_operation_overload",
+                      # A thread's dispatch state set wholesale (record functions and mode stacks with it)
+                      "ThreadLocalState", "PythonTorchFunctionTLS", "TorchDispatchModeTLS", "PythonDispatcherTLS",
+                      "_RestorePythonTLSSnapshot")
 
 
 _DISPATCH_CONTROL_NAMES = re.compile("|".join(map(re.escape, sorted(_DISPATCH_CONTROLS, key=len, reverse=True))))

@@ -318,6 +318,16 @@ CASES: list[Case] = [
          "kernel: neither mode sees another thread's calls; the ATen observer sees every thread's"),
     Case(_c("exploit_py_native_thread_fallback"), SILU_GPU, "cuda", "cuda", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}), "the GPU run of the native-thread fallback"),
+    Case(_c("exploit_py_redispatch_fallback"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "F.silu and add_ through OpOverload.redispatch, past the dispatcher's record function and the Python key, no "
+         "kernel: the observer's watch of the bypasses"),
+    Case(_c("exploit_py_redispatch_fallback"), SILU_GPU, "cuda", "cuda", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}), "the GPU run of the redispatch fallback"),
+    Case(_c("exploit_cpp_thread_state_restore"), SILU, "cpp", "cpu", "not_accepted",
+         frozenset({"build_error", "rejected"}), NONE,
+         "no kernel: an at::ThreadLocalState captured at import (record functions off) set back around F.silu, the "
+         "census's mode stack emptied with it: refused at validation by its names"),
     Case(_c("exploit_py_profile_hook_fallback"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}),
          "F.silu from a profile function, where both records are off the stack, and no kernel: installing the hook is "

@@ -36,6 +36,12 @@ _RECORD_FUNCTION_CONTROLS = re.compile(
     rb"_ZN2at(" + rb"|".join(str(len(n)).encode() + n for n in (
         b"enableRecordFunction", b"clearCallbacks", b"clearGlobalCallbacks", b"clearThreadLocalCallbacks",
         b"removeCallback", b"disableCallback", b"set_record_function_tls_")) + rb")")
+# What replaces a thread's dispatch state wholesale: a ThreadLocalState set back (record functions off with it, as they
+# were at import; the ninth red team's c3, accepted at 1.85x with no kernel), the mode stacks' own states.
+_THREAD_STATE_CONTROLS = re.compile(rb"_ZNK?(" + rb"|".join(
+    b"".join(str(len(part)).encode() + part for part in path) for path in (
+        (b"at", b"ThreadLocalState"), (b"at", b"ThreadLocalStateGuard"), (b"at", b"impl", b"PythonTorchFunctionTLS"),
+        (b"c10", b"impl", b"TorchDispatchModeTLS"), (b"c10", b"impl", b"PythonDispatcherTLS"))) + rb")")
 _NESTED = re.compile(rb"_ZN(?:K)?(?=\d)")
 _IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 # Kernel names carry the backend or form they are for (softmax_cpu, add_out): the op is what is left.
@@ -73,6 +79,8 @@ def native_calls(blob: bytes, allowed: Iterable[str], is_op: Callable[[str], boo
     found = {f"the interpreter's hooks ({name.decode()})" for name in _INTERPRETER_HOOKS.findall(blob)}
     found |= {f"the record functions the ATen observer runs on (at::{name.decode().lstrip('0123456789')})"
               for name in _RECORD_FUNCTION_CONTROLS.findall(blob)}
+    found |= {f"a thread's dispatch state set wholesale ({_demangled_prefix(name)})"
+              for name in _THREAD_STATE_CONTROLS.findall(blob)}
     for path in mangled_paths(blob):
         if path[0] == "c10":
             if path[1:3] in _DISPATCH_CONTROL or path[1:2] in _DISPATCH_CONTROL:
@@ -90,6 +98,19 @@ def native_calls(blob: bytes, allowed: Iterable[str], is_op: Callable[[str], boo
         if op is not None and op not in allowed:
             found.add(f"{op} ({how})")
     return sorted(found)
+
+
+def _demangled_prefix(name: bytes) -> str:
+    """2at16ThreadLocalState -> at::ThreadLocalState: a run of length-prefixed parts."""
+    parts, pos = [], 0
+    while pos < len(name):
+        end = pos
+        while end < len(name) and 48 <= name[end] <= 57:
+            end += 1
+        size = int(name[pos:end])
+        parts.append(name[end:end + size].decode())
+        pos = end + size
+    return "::".join(parts)
 
 
 def _op_name(name: str, is_op: Callable[[str], bool], overloaded: bool) -> str | None:

@@ -31,6 +31,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,11 @@ class Observer:
         anchors = qualified((GEMM_OPS | CONV_OPS) & allowed)
         namespaces = sorted(guards.TORCH_NAMESPACES)
         module.install(sorted(allowed_names), sorted(anchors), sorted(internals - allowed_names), namespaces, CANARY)
+        self.allowed_names = frozenset(allowed_names)
+        self.armed = False  # a candidate's call is running on the harness's thread (what the C++ side judges)
+        self.main = threading.get_ident()
+        self.bypassed: list[str] = []  # PyTorch ops called past the dispatcher's record (watch_bypasses)
+        self._bypassed_reported = 0
         self.switches = 0  # the harness's own arm/disarm/canary calls
         self.reported: dict[str, int] = {}
         self.canaries = 0
@@ -124,11 +130,18 @@ class Observer:
 
     def arm(self) -> None:
         self.switches += 1
+        self.armed = True
         self._arm()
 
     def disarm(self) -> None:
         self.switches += 1
+        self.armed = False
         self._disarm()
+
+    def judging(self) -> bool:
+        """Whether a call made now is the candidate's to answer for: on the harness's thread while a call of its runs,
+        on any other thread always (as the C++ side judges)."""
+        return self.armed or threading.get_ident() != self.main
 
     def profiling(self) -> None:
         """Record functions on for the harness's own profiler (the profile command), its calls not judged."""
@@ -157,6 +170,12 @@ class Observer:
         if len(self.switched) > self._switches_reported:
             findings.append(f"record functions were switched from Python ({', '.join(sorted(set(self.switched[self._switches_reported:])))})")
             self._switches_reported = len(self.switched)
+        if len(self.bypassed) > self._bypassed_reported:
+            fresh = self.bypassed[self._bypassed_reported:]
+            names = ", ".join(f"{name} x{fresh.count(name)}" for name in sorted(set(fresh)))
+            findings.append(f"PyTorch ops were called past the dispatcher's record of calls (a redispatch, or a kernel "
+                            f"by its dispatch key): {names}")
+            self._bypassed_reported = len(self.bypassed)
         found = self._found()
         new = {name: count - self.reported.get(name, 0) for name, count in found.items()
                if count > self.reported.get(name, 0)}
@@ -194,6 +213,7 @@ def start(payload: dict[str, Any], internals: frozenset[str] = INTERNALS) -> Obs
     sys.modules.pop(MODULE, None)  # not left where a lookup by name finds it
     observer = Observer(module, allowed, internals)
     watch_switches(observer.switched)
+    watch_bypasses(observer)
     return observer
 
 
@@ -216,3 +236,71 @@ def _switching(original: Any, name: str, called: list[str]) -> Any:
         called.append(name)
         return original(*args, **kwargs)
     return switch
+
+
+def watch_bypasses(observer: Observer) -> None:
+    """From now on, a PyTorch op called from Python past the dispatcher's record of calls, while the candidate's code
+    is judged (Observer.judging), is one of the observer's findings. Two entry points run an op's kernel without the
+    record function the observer is called from: an operator handle's redispatch (`OpOverload.redispatch`:
+    the ninth red team's c1, silu and add_ redispatched to the CPU key, accepted at 1.72x with no kernel) and an
+    overload's call by dispatch key (`OpOverload._op_dk`). A candidate's own op may be redispatched (torch.library's
+    autograd wrapper does it for every custom op), and so may an allowed one."""
+    def bypassing(schema: Any) -> None:
+        if observer.judging():
+            name = str(getattr(schema, "name", ""))
+            if name.partition("::")[0] in guards.TORCH_NAMESPACES and name not in observer.allowed_names:
+                observer.bypassed.append(name)
+
+    handle = torch._C._DispatchOperatorHandle
+    redispatch_boxed = handle.redispatch_boxed
+
+    def redispatch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bypassing(self.schema())
+        return redispatch_boxed(self, *args, **kwargs)
+
+    handle.redispatch_boxed = redispatch
+
+    def by_key(schema: Any, call: Any) -> Any:
+        if getattr(call, "_kstudio_watched", False):
+            return call
+
+        def call_by_key(*args: Any, **kwargs: Any) -> Any:
+            bypassing(schema)
+            return call(*args, **kwargs)
+        call_by_key._kstudio_watched = True  # type: ignore[attr-defined]
+        return call_by_key
+
+    # Where every overload's call-by-key comes from (OpOverloadPacket.__getattr__ asks it for each new overload), and
+    # the overloads made before this (by PyTorch's own import, and ours).
+    get_overload = torch._C._get_operation_overload
+
+    def operation_overload(*args: Any, **kwargs: Any) -> Any:
+        found = get_overload(*args, **kwargs)
+        if isinstance(found, tuple) and len(found) == 3 and args:
+            op, call, tags = found
+            name, overload = str(args[0]), str(args[1]) if len(args) > 1 else ""
+            found = (op, by_key(_Named(name, overload), call), tags)
+        return found
+
+    torch._C._get_operation_overload = operation_overload
+    for made in _overloads_made():
+        made._op_dk = by_key(made._schema, made._op_dk)
+
+
+class _Named:
+    """A schema's name, where only the name is known (what _get_operation_overload was asked for)."""
+
+    def __init__(self, name: str, overload: str) -> None:
+        self.name, self.overload_name = name, overload
+
+
+def _overloads_made() -> list[Any]:
+    """Every OpOverload that exists now: each packet keeps the overloads made from it as its attributes."""
+    found = []
+    for namespace in list(vars(torch.ops).values()):
+        if not isinstance(namespace, torch._ops._OpNamespace):
+            continue
+        for packet in list(vars(namespace).values()):
+            if isinstance(packet, torch._ops.OpOverloadPacket):
+                found.extend(v for v in list(vars(packet).values()) if isinstance(v, torch._ops.OpOverload))
+    return found

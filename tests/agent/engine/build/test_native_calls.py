@@ -69,3 +69,12 @@ def test_the_switches_of_the_record_functions_the_aten_observer_runs_on_are_foun
     # Reading whether they are on, or adding a callback of its own (a profiler's), switches nothing off.
     assert native_calls(_blob("_ZN2at23isRecordFunctionEnabledEv", "_ZN2at17addGlobalCallbackENS_22RecordFunctionCallbackE"),
                         ALLOWED, _is_op) == []
+
+
+def test_a_threads_dispatch_state_set_wholesale_is_found():
+    # An at::ThreadLocalState captured at import (record functions off on the harness's thread then) and set back around
+    # the forward's PyTorch calls blinded the ATen observer and the census at once (the ninth red team's c3).
+    found = native_calls(_blob("_ZN2at16ThreadLocalStateC1Ev", "_ZN2at16ThreadLocalState19setThreadLocalStateERKS0_",
+                               "_ZN2at4impl22PythonTorchFunctionTLS9set_stateERKS1_"), ALLOWED, _is_op)
+    assert found == ["a thread's dispatch state set wholesale (at::ThreadLocalState)",
+                     "a thread's dispatch state set wholesale (at::impl::PythonTorchFunctionTLS)"]

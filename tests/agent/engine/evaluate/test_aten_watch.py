@@ -125,6 +125,31 @@ def test_the_module_switched_by_another_caller_is_a_finding(payload):
     assert any("switched on or off by code other than the harness's" in d for d in out["switched"])
 
 
+def test_an_op_run_past_the_dispatchers_record_is_a_finding_unless_it_is_the_candidates_own(payload):
+    # OpOverload.redispatch and a call by dispatch key run the kernel with no record function (the ninth red team's c1);
+    # torch.library's autograd wrapper redispatches every custom op, so an op of the candidate's own may be.
+    out = _run(payload, """
+        keys = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+        observer.arm()
+        torch.ops.aten.silu.default.redispatch(keys, x)
+        torch.ops.aten.sigmoid.default._op_dk(torch._C.DispatchKey.CPU, x)
+        observer.disarm()
+        report("bypassed")
+        lib = torch.library.Library("kstudio_test", "DEF")
+        lib.define("twice(Tensor x) -> Tensor")
+        lib.impl("twice", lambda t: torch.empty_like(t), "CPU")
+        observer.arm()
+        torch.ops.kstudio_test.twice.default.redispatch(keys, x)
+        observer.disarm()
+        report("own op")
+        torch.ops.aten.silu.default.redispatch(keys, x)  # the harness's own time: not judged
+        report("between calls")
+    """)
+    assert len(out["bypassed"]) == 1 and out["bypassed"][0].endswith(
+        "(a redispatch, or a kernel by its dispatch key): aten::sigmoid x1, aten::silu x1")
+    assert out["own op"] == [] and out["between calls"] == []
+
+
 def test_a_binary_that_is_not_the_parents_is_not_loaded(payload):
     forged = {**payload, "aten_watch": {**payload["aten_watch"], "sha256": "0" * 64}}
     with pytest.raises(RuntimeError, match="not the one the parent built"):
