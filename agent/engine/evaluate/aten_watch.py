@@ -24,6 +24,7 @@ every call and batch shows a removed one). What it does not see: a kernel called
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -122,6 +123,10 @@ class Observer:
         self.main = threading.get_ident()
         self.bypassed: list[str] = []  # PyTorch ops called past the dispatcher's record (watch_bypasses)
         self._bypassed_reported = 0
+        # The garbage collector's callbacks before the import: one the candidate adds runs its code in the harness's
+        # own time, where this thread is not judged (a collection set off by the harness's own allocations).
+        self._gc_callbacks = [id(c) for c in gc.callbacks]
+        self._gc_reported = False
         self.switches = 0  # the harness's own arm/disarm/canary calls
         self.reported: dict[str, int] = {}
         self.canaries = 0
@@ -170,6 +175,10 @@ class Observer:
         if len(self.switched) > self._switches_reported:
             findings.append(f"record functions were switched from Python ({', '.join(sorted(set(self.switched[self._switches_reported:])))})")
             self._switches_reported = len(self.switched)
+        if not self._gc_reported and [id(c) for c in gc.callbacks] != self._gc_callbacks:
+            findings.append("a garbage-collector callback of the candidate's own (gc.callbacks) runs its code in the "
+                            "harness's own time, where its calls are not judged")
+            self._gc_reported = True
         if len(self.bypassed) > self._bypassed_reported:
             fresh = self.bypassed[self._bypassed_reported:]
             names = ", ".join(f"{name} x{fresh.count(name)}" for name in sorted(set(fresh)))

@@ -150,6 +150,17 @@ def test_an_op_run_past_the_dispatchers_record_is_a_finding_unless_it_is_the_can
     assert out["own op"] == [] and out["between calls"] == []
 
 
+def test_a_garbage_collector_callback_of_the_candidates_is_a_finding(payload):
+    # A collection set off by the harness's own allocations between calls runs it where the thread is not judged.
+    out = _run(payload, """
+        import gc
+        report("before")
+        gc.callbacks.append(lambda phase, info: None)
+        report("added")
+    """)
+    assert out["before"] == [] and len(out["added"]) == 1 and "gc.callbacks" in out["added"][0]
+
+
 def test_a_binary_that_is_not_the_parents_is_not_loaded(payload):
     forged = {**payload, "aten_watch": {**payload["aten_watch"], "sha256": "0" * 64}}
     with pytest.raises(RuntimeError, match="not the one the parent built"):
