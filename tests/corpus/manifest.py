@@ -328,6 +328,9 @@ CASES: list[Case] = [
          frozenset({"build_error", "rejected"}), NONE,
          "no kernel: an at::ThreadLocalState captured at import (record functions off) set back around F.silu, the "
          "census's mode stack emptied with it: refused at validation by its names"),
+    Case(_c("exploit_py_lazy_tuple_output"), SILU, "cpp", "cpu", "not_accepted", WRONG_OR_CRASH, NONE,
+         "no kernel: an empty tuple subclass whose __iter__ computes F.silu when the harness reads the outputs after the "
+         "call: read through tuple's own slots, it holds nothing"),
     Case(_c("exploit_py_profile_hook_fallback"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}),
          "F.silu from a profile function, where both records are off the stack, and no kernel: installing the hook is "

@@ -16,7 +16,15 @@ from agent.engine.evaluate.parking import Shelf
 
 
 def as_list(result: Any) -> list[Any]:
-    return list(result) if isinstance(result, (tuple, list)) else [result]
+    """A forward's outputs as a list. A tuple or list is read through the base type's own slots, never through the
+    object's methods: a subclass's __iter__ (or __len__, __getitem__) would run the candidate's code in the harness's
+    own time, after the call, where no record judges it (the ninth red team's c4: F.silu in a tuple subclass's
+    __iter__, accepted at 1.38x with no kernel)."""
+    if isinstance(result, tuple):
+        return [tuple.__getitem__(result, i) for i in range(tuple.__len__(result))]
+    if isinstance(result, list):
+        return [list.__getitem__(result, i) for i in range(list.__len__(result))]
+    return [result]
 
 
 # Diagnostics only (benchmarks/trust_clocks.py --parts): device events between each call's inputs, call and projections,
