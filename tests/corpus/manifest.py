@@ -331,6 +331,10 @@ CASES: list[Case] = [
     Case(_c("exploit_py_lazy_tuple_output"), SILU, "cpp", "cpu", "not_accepted", WRONG_OR_CRASH, NONE,
          "no kernel: an empty tuple subclass whose __iter__ computes F.silu when the harness reads the outputs after the "
          "call: read through tuple's own slots, it holds nothing"),
+    Case(_c("exploit_py_shadowed_output_methods"), SILU, "cpp", "cpu", "not_accepted", WRONG,
+         frozenset({"not_a_plain_tensor"}),
+         "no kernel: a plain output whose instance attributes shadow the methods the harness calls after the call, the "
+         "first filling it with F.silu: an output with attributes of its own is refused first"),
     Case(_c("exploit_py_profile_hook_fallback"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}),
          "F.silu from a profile function, where both records are off the stack, and no kernel: installing the hook is "

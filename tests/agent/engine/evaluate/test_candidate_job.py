@@ -342,3 +342,24 @@ def test_a_symint_is_no_plain_value():
     from agent.engine.evaluate.candidate_job import _PLAIN_VALUE_IDS
 
     assert id(torch.SymInt) not in _PLAIN_VALUE_IDS and id(int) in _PLAIN_VALUE_IDS
+
+
+def test_a_timed_output_carrying_attributes_of_its_own_ends_the_batch_before_any_of_its_methods_runs():
+    # Its instance attributes shadow the methods the harness calls after the call, in its own time (the ninth red team's
+    # c6: clone and untyped_storage filled the output with F.silu(x) + bias there).
+    import pytest
+
+    from agent.engine.evaluate.candidate_job import _TimedOutputs
+
+    census = _census()
+    ran: list[str] = []
+
+    def forward(x):
+        y = torch.empty_like(x)
+        y.untyped_storage = lambda: ran.append("untyped_storage")
+        return y
+
+    timed = _checked_outputs(forward, SHAPES, census)
+    with pytest.raises(_TimedOutputs, match="carries attributes of its own") as raised:
+        timed(X)
+    assert raised.value.flag == "not_a_plain_tensor" and ran == []
