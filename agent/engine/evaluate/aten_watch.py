@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import types
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,11 @@ class Observer:
         # own time, where this thread is not judged (a collection set off by the harness's own allocations).
         self._gc_callbacks = [id(c) for c in gc.callbacks]
         self._gc_reported = False
+        self.replaced: list[str] = []  # PyTorch's own functions and methods replaced (watch_pytorch_objects)
+        self._replaced_reported = 0
+        self._tensor_class = dict(vars(torch.Tensor))  # before the import: what the harness's method calls find
+        self._tensor_hot = tuple(self._tensor_class.get(name) for name in _TENSOR_HOT)
+        self._tensor_reported = False
         self.switches = 0  # the harness's own arm/disarm/canary calls
         self.reported: dict[str, int] = {}
         self.canaries = 0
@@ -142,6 +148,19 @@ class Observer:
         self.switches += 1
         self.armed = False
         self._disarm()
+
+    def tensor_class_changed(self) -> bool:
+        """Right after a call, before the harness calls any method of its outputs: whether torch.Tensor's own methods
+        are still the ones it had before the import (a name added there shadows a built-in method, such as clone, for
+        every tensor). Cheap enough for every call: its size and the few methods of its own the harness calls;
+        check() compares every entry. A change is recorded as a finding."""
+        names = vars(torch.Tensor)
+        hot = self._tensor_hot
+        same = len(names) == len(self._tensor_class) and names.get("detach") is hot[0] and \
+            names.get("__iter__") is hot[1] and names.get("__len__") is hot[2] and names.get("__hash__") is hot[3]
+        if not same:
+            self.replaced.append("torch.Tensor's methods (changed by the time a call returned)")
+        return not same
 
     def judging(self) -> bool:
         """Whether a call made now is the candidate's to answer for: on the harness's thread while a call of its runs,
@@ -179,6 +198,17 @@ class Observer:
             findings.append("a garbage-collector callback of the candidate's own (gc.callbacks) runs its code in the "
                             "harness's own time, where its calls are not judged")
             self._gc_reported = True
+        names = vars(torch.Tensor)
+        changed = sorted(set(names) ^ set(self._tensor_class)) + \
+            sorted(k for k, v in self._tensor_class.items() if k in names and names[k] is not v)
+        if changed and not self._tensor_reported:
+            self.replaced.extend(f"torch.Tensor.{k}" for k in changed[:8])
+            self._tensor_reported = True
+        if len(self.replaced) > self._replaced_reported:
+            fresh = sorted(set(self.replaced[self._replaced_reported:]))
+            findings.append("PyTorch's own functions or methods were replaced or added to (the harness calls them on "
+                            f"its own time, where no record judges): {', '.join(fresh[:8])}")
+            self._replaced_reported = len(self.replaced)
         if len(self.bypassed) > self._bypassed_reported:
             fresh = self.bypassed[self._bypassed_reported:]
             names = ", ".join(f"{name} x{fresh.count(name)}" for name in sorted(set(fresh)))
@@ -223,7 +253,48 @@ def start(payload: dict[str, Any], internals: frozenset[str] = INTERNALS) -> Obs
     observer = Observer(module, allowed, internals)
     watch_switches(observer.switched)
     watch_bypasses(observer)
+    watch_pytorch_objects(observer.replaced)  # last: after the harness's own wrappers
     return observer
+
+
+# The methods of torch.Tensor's own (not its C base's) that the harness calls on outputs after a call, checked after every
+# call (Observer.tensor_class_changed); the rest of the class is compared entry by entry after every checked call and
+# batch.
+_TENSOR_HOT = ("detach", "__iter__", "__len__", "__hash__")
+# PyTorch's modules whose functions the harness calls in its own time (inputs, projections, synchronisation): a public
+# function of theirs replaced ran the candidate's code there.
+_WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.linalg", "torch.fft")
+
+
+def watch_pytorch_objects(replaced: list[str]) -> None:
+    """From now on, replacing (or deleting) a public function or class of PyTorch's main modules appends its name to
+    `replaced`, as it happens: each module's class becomes a subclass of its own that notes it. (Its state, such as
+    torch.cuda's flags, and its private names change as PyTorch runs; a new name is no replacement.)"""
+    for name in _WATCHED_MODULES:
+        module = sys.modules.get(name)
+        if module is not None and type(module).__setattr__ is types.ModuleType.__setattr__:
+            module.__class__ = _watched_module(type(module), replaced)
+
+
+def _watched_module(base: type, replaced: list[str]) -> type:
+    def noted(module: Any, name: str) -> None:
+        old = vars(module).get(name)
+        if not name.startswith("_") and old is not None and callable(old) and not isinstance(old, types.ModuleType):
+            replaced.append(f"{module.__name__}.{name}")
+
+    class Watched(base):  # type: ignore[misc, valid-type]
+        def __setattr__(self, name: str, value: Any) -> None:
+            if value is not vars(self).get(name):
+                noted(self, name)
+            super().__setattr__(name, value)
+
+        def __delattr__(self, name: str) -> None:
+            noted(self, name)
+            super().__delattr__(name)
+
+    Watched.__name__ = Watched.__qualname__ = base.__name__
+    Watched.__module__ = base.__module__
+    return Watched
 
 
 # PyTorch's Python switches of record functions: one thread's on or off, and every callback removed (the observer's

@@ -278,6 +278,8 @@ def _checked_outputs(model: Any, shapes: list[tuple[torch.Size, torch.dtype]], c
                 if observer is not None:
                     observer.disarm()
                 census.disarm()
+            if observer is not None:
+                observer.tensor_class_changed()  # before any method of the outputs is called: a finding, reported later
         listed = as_list(outs)
         inputs: list[tuple[int, tuple[str, int, int, int]]] | None = None  # each input's memory, read once per call
         for i, out in enumerate(listed):
@@ -687,6 +689,7 @@ def _checked_call(model: Any, args: list[Any], sizes: list[int], payload: dict[s
                 finally:
                     if observer is not None:
                         observer.disarm()
+                        observer.tensor_class_changed()
             live = guards.recorder_is_live(recorder)
         census.canary()
     outs = as_list(raw)

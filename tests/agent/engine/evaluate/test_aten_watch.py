@@ -161,6 +161,27 @@ def test_a_garbage_collector_callback_of_the_candidates_is_a_finding(payload):
     assert out["before"] == [] and len(out["added"]) == 1 and "gc.callbacks" in out["added"][0]
 
 
+def test_pytorchs_own_functions_replaced_are_findings_even_when_put_back(payload):
+    # The harness calls them in its own time, after a call (its projections, its alias checks): a replacement of the
+    # candidate's ran F.silu there, where no record judges. A module's notes are taken as the assignment happens.
+    out = _run(payload, """
+        torch.cuda._initialized = torch.cuda._initialized   # PyTorch's own state: no finding
+        report("state")
+        real = torch.dot
+        torch.dot = lambda a, b: real(a, b)
+        torch.dot = real                                      # put back before the harness looks
+        report("module")
+        detach = torch.Tensor.detach
+        torch.Tensor.detach = lambda self: detach(self)
+        print(json.dumps({"after call": observer.tensor_class_changed()}))
+        torch.Tensor.detach = detach
+        report("tensor")
+    """)
+    assert out["state"] == []
+    assert len(out["module"]) == 1 and out["module"][0].endswith("torch.dot")
+    assert out["after call"] is True and "torch.Tensor's methods (changed by the time a call returned)" in out["tensor"][0]
+
+
 def test_a_binary_that_is_not_the_parents_is_not_loaded(payload):
     forged = {**payload, "aten_watch": {**payload["aten_watch"], "sha256": "0" * 64}}
     with pytest.raises(RuntimeError, match="not the one the parent built"):
