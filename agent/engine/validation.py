@@ -140,7 +140,9 @@ _DISPATCH_CONTROLS = ("DisableTorchFunction", "_ExcludeDispatchKeyGuard", "_Incl
                       "clearCallbacks", "clearGlobalCallbacks", "clearThreadLocalCallbacks", "removeCallback",
                       "disableCallback", "set_record_function_tls_", "kstudio_aten_watch",
                       # An op's kernel run past the dispatcher's record of calls, from Python
-                      "redispatch_boxed", "_op_dk", "_get_operation_overload",
+                      "redispatch_boxed", "_op_dk", "_get_operation_overload", "_SafeKernelFunction",
+                      "_dispatch_get_computed_kernel_for_dispatch_key", "getAllOperatorsFor", "findOperatorFor",
+                      "getOperatorForLiteral",
                       # A thread's dispatch state set wholesale (record functions and mode stacks with it)
                       "ThreadLocalState", "PythonTorchFunctionTLS", "TorchDispatchModeTLS", "PythonDispatcherTLS",
                       "_RestorePythonTLSSnapshot")

@@ -335,6 +335,16 @@ CASES: list[Case] = [
          frozenset({"not_a_plain_tensor"}),
          "no kernel: a plain output whose instance attributes shadow the methods the harness calls after the call, the "
          "first filling it with F.silu: an output with attributes of its own is refused first"),
+    Case(_c("exploit_py_kernel_object_fallback"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "F.silu and add_ run as kernel objects (_SafeKernelFunction.call_boxed), past the dispatcher, no kernel: the "
+         "observer's watch of the bypasses"),
+    Case(_c("exploit_py_kernel_object_fallback"), SILU_GPU, "cuda", "cuda", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}), "the GPU run of the kernel-object fallback"),
+    Case(_c("exploit_py_input_method_hook"), SILU, "cpp", "cpu", "not_accepted", WRONG,
+         frozenset({"input_mutated"}),
+         "no kernel: the input's instance attribute shadows untyped_storage, which the harness's alias check calls after "
+         "the call, filling the output with F.silu: an input given attributes is refused first"),
     Case(_c("exploit_py_profile_hook_fallback"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}),
          "F.silu from a profile function, where both records are off the stack, and no kernel: installing the hook is "

@@ -42,6 +42,11 @@ _THREAD_STATE_CONTROLS = re.compile(rb"_ZNK?(" + rb"|".join(
     b"".join(str(len(part)).encode() + part for part in path) for path in (
         (b"at", b"ThreadLocalState"), (b"at", b"ThreadLocalStateGuard"), (b"at", b"impl", b"PythonTorchFunctionTLS"),
         (b"c10", b"impl", b"TorchDispatchModeTLS"), (b"c10", b"impl", b"PythonDispatcherTLS"))) + rb")")
+# The JIT's operator registry: an op looked up by name and run through it (the ninth red team's c7 ran aten::silu so,
+# with no at::_ops name in its binary).
+_JIT_OPERATOR_LOOKUPS = re.compile(rb"_ZN5torch3jit(" + rb"|".join(str(len(n)).encode() + n for n in (
+    b"getAllOperatorsFor", b"findOperatorFor", b"getOperatorForLiteral", b"getAllOperators",
+    b"getAllSortedOperatorsFor", b"getOperatorsFor")) + rb")")
 _NESTED = re.compile(rb"_ZN(?:K)?(?=\d)")
 _IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 # Kernel names carry the backend or form they are for (softmax_cpu, add_out): the op is what is left.
@@ -81,6 +86,8 @@ def native_calls(blob: bytes, allowed: Iterable[str], is_op: Callable[[str], boo
               for name in _RECORD_FUNCTION_CONTROLS.findall(blob)}
     found |= {f"a thread's dispatch state set wholesale ({_demangled_prefix(name)})"
               for name in _THREAD_STATE_CONTROLS.findall(blob)}
+    found |= {f"the dispatcher itself (torch::jit::{name.decode().lstrip('0123456789')}: an op looked up by name)"
+              for name in _JIT_OPERATOR_LOOKUPS.findall(blob)}
     for path in mangled_paths(blob):
         if path[0] == "c10":
             if path[1:3] in _DISPATCH_CONTROL or path[1:2] in _DISPATCH_CONTROL:

@@ -141,8 +141,11 @@ PyObject* install(PyObject*, PyObject* args) {
                                        .needsOutputs(false)
                                        .needsIds(false));
   g_installed.store(true);
-  // Off on the harness's thread until a call is armed: its own work (inputs, projections) pays nothing for it.
-  at::enableRecordFunction(false);
+  // On, here as on every thread, through the candidate's import and construction (not judged on this thread then): a
+  // thread-local state captured there and set back later, or handed to a task (at::launch carries it), has them on
+  // (the ninth red team's c3 and c7 captured them off). The harness's first disarm turns them off between calls, where
+  // its own work (inputs, projections) then pays nothing for them.
+  at::enableRecordFunction(true);
   Py_RETURN_NONE;
 }
 

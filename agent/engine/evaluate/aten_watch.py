@@ -323,7 +323,8 @@ def watch_bypasses(observer: Observer) -> None:
     is judged (Observer.judging), is one of the observer's findings. Two entry points run an op's kernel without the
     record function the observer is called from: an operator handle's redispatch (`OpOverload.redispatch`:
     the ninth red team's c1, silu and add_ redispatched to the CPU key, accepted at 1.72x with no kernel) and an
-    overload's call by dispatch key (`OpOverload._op_dk`). A candidate's own op may be redispatched (torch.library's
+    overload's call by dispatch key (`OpOverload._op_dk`); and a kernel object's own call
+    (`_SafeKernelFunction.call_boxed`, the ninth red team's c8). A candidate's own op may be redispatched (torch.library's
     autograd wrapper does it for every custom op), and so may an allowed one."""
     def bypassing(schema: Any) -> None:
         if observer.judging():
@@ -339,6 +340,18 @@ def watch_bypasses(observer: Observer) -> None:
         return redispatch_boxed(self, *args, **kwargs)
 
     handle.redispatch_boxed = redispatch
+
+    # A kernel fetched as an object (torch._C._dispatch_get_computed_kernel_for_dispatch_key, torch.library.get_kernel)
+    # and run with its call_boxed: KernelFunction::callBoxed, no dispatcher at all (the ninth red team's c8, 1.15x).
+    kernel_class = getattr(torch._C, "_SafeKernelFunction", None)
+    if kernel_class is not None:
+        kernel_call = kernel_class.call_boxed
+
+        def call_boxed(self: Any, *args: Any, **kwargs: Any) -> Any:
+            bypassing(self.op_handle.schema())
+            return kernel_call(self, *args, **kwargs)
+
+        kernel_class.call_boxed = call_boxed
 
     def by_key(schema: Any, call: Any) -> Any:
         if getattr(call, "_kstudio_watched", False):

@@ -243,7 +243,8 @@ class _State:
 # from there was accepted at 1.22x with no kernel (the ninth red team's c6). No PyTorch op gives its outputs any (read
 # through the type's own __dict__ slot, which no instance attribute can shadow).
 _ATTRIBUTES = ("{what} carries attributes of its own (its instance __dict__ is not empty): they shadow the tensor's "
-               "methods, which the harness calls after the call; return tensors as PyTorch made them")
+               "methods, which the harness calls after the call; leave the inputs and return the outputs as PyTorch made "
+               "them")
 
 
 class _TimedOutputs(Exception):
@@ -280,6 +281,9 @@ def _checked_outputs(model: Any, shapes: list[tuple[torch.Size, torch.dtype]], c
                 census.disarm()
             if observer is not None:
                 observer.tensor_class_changed()  # before any method of the outputs is called: a finding, reported later
+        dressed = [j for j, arg in enumerate(args) if type(arg) is torch.Tensor and vars(arg)]
+        if dressed:  # the inputs are the harness's, but in the forward's hands: their methods are called next
+            raise _TimedOutputs("input_mutated", _ATTRIBUTES.format(what=f"a timed call's input {dressed[0]}"))
         listed = as_list(outs)
         inputs: list[tuple[int, tuple[str, int, int, int]]] | None = None  # each input's memory, read once per call
         for i, out in enumerate(listed):
@@ -701,6 +705,11 @@ def _checked_call(model: Any, args: list[Any], sizes: list[int], payload: dict[s
     if dressed:
         detail = _ATTRIBUTES.format(what=f"output {dressed[0]}")
         flag("not_a_plain_tensor", detail)
+        raise TypeError(detail)
+    dressed = [j for j, a in enumerate(args) if type(a) is torch.Tensor and vars(a)]
+    if dressed:  # an input given attributes in the forward (the ninth red team's c9: the alias check ran its method)
+        detail = _ATTRIBUTES.format(what=f"input {dressed[0]}")
+        flag("input_mutated", detail)
         raise TypeError(detail)
     if cuda:
         torch.cuda.current_stream().synchronize()

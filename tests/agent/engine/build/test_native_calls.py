@@ -78,3 +78,9 @@ def test_a_threads_dispatch_state_set_wholesale_is_found():
                                "_ZN2at4impl22PythonTorchFunctionTLS9set_stateERKS1_"), ALLOWED, _is_op)
     assert found == ["a thread's dispatch state set wholesale (at::ThreadLocalState)",
                      "a thread's dispatch state set wholesale (at::impl::PythonTorchFunctionTLS)"]
+
+
+def test_an_op_looked_up_in_the_jits_operator_registry_is_found():
+    # torch::jit::getAllOperatorsFor gave the ninth red team's c7 aten::silu with no at::_ops name in its binary.
+    found = native_calls(_blob("_ZN5torch3jit18getAllOperatorsForEN3c106SymbolE"), ALLOWED, _is_op)
+    assert found == ["the dispatcher itself (torch::jit::getAllOperatorsFor: an op looked up by name)"]
