@@ -345,6 +345,9 @@ CASES: list[Case] = [
          frozenset({"input_mutated"}),
          "no kernel: the input's instance attribute shadows untyped_storage, which the harness's alias check calls after "
          "the call, filling the output with F.silu: an input given attributes is refused first"),
+    Case(_c("exploit_py_storage_method_hook"), SILU, "cpp", "cpu", "not_accepted", WRONG_OR_CRASH, NONE,
+         "no kernel: the output's storage object shadows data_ptr, which the harness's alias check called after the call "
+         "to fill the output with F.silu: memory is read through the C types' own methods now (the output stays empty)"),
     Case(_c("exploit_py_profile_hook_fallback"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}),
          "F.silu from a profile function, where both records are off the stack, and no kernel: installing the hook is "

@@ -153,18 +153,27 @@ def python_threads() -> set[int]:
     return {t.ident for t in threading.enumerate() if t.ident is not None}
 
 
+# The C methods the harness reads memory with, unbound from PyTorch's immutable C types: through the objects' own lookup
+# an instance attribute of the tensor's or of its storage's (every untyped_storage() call hands back the same storage
+# object) ran the candidate's code in the harness's own time, after the call (the ninth red team's c9 and c10).
+_TENSOR_STORAGE = torch._C.TensorBase.untyped_storage
+_TENSOR_DEVICE_INDEX = torch._C.TensorBase.get_device
+_STORAGE_START = torch._C.StorageBase.data_ptr
+_STORAGE_BYTES = torch._C.StorageBase.nbytes
+
+
 def storage_span(t: torch.Tensor) -> tuple[int, int]:
-    storage = t.untyped_storage()
-    start = storage.data_ptr()
-    return start, start + storage.nbytes()
+    storage = _TENSOR_STORAGE(t)
+    start = _STORAGE_START(storage)
+    return start, start + _STORAGE_BYTES(storage)
 
 
 def memory_span(t: torch.Tensor) -> tuple[str, int, int, int]:
     """Where a tensor's storage lies: its memory (the host's, whatever index a CPU device names, or one GPU's), and
     its first and last byte; overlaps() of two tensors is a comparison of their spans (spans_overlap)."""
-    kind = t.device.type
+    kind = t.device.type  # a data descriptor of the C type's: no instance attribute shadows it
     start, end = storage_span(t)
-    return kind, 0 if kind == "cpu" else t.get_device(), start, end
+    return kind, 0 if kind == "cpu" else _TENSOR_DEVICE_INDEX(t), start, end
 
 
 def spans_overlap(a: tuple[str, int, int, int], b: tuple[str, int, int, int]) -> bool:
