@@ -142,7 +142,7 @@ _DISPATCH_CONTROLS = ("DisableTorchFunction", "_ExcludeDispatchKeyGuard", "_Incl
                       # An op's kernel run past the dispatcher's record of calls, from Python
                       "redispatch_boxed", "_op_dk", "_get_operation_overload", "_SafeKernelFunction",
                       "_dispatch_get_computed_kernel_for_dispatch_key", "getAllOperatorsFor", "findOperatorFor",
-                      "getOperatorForLiteral",
+                      "getOperatorForLiteral", "aoti_torch_",
                       # A thread's dispatch state set wholesale (record functions and mode stacks with it)
                       "ThreadLocalState", "PythonTorchFunctionTLS", "TorchDispatchModeTLS", "PythonDispatcherTLS",
                       "_RestorePythonTLSSnapshot")

@@ -47,6 +47,9 @@ _THREAD_STATE_CONTROLS = re.compile(rb"_ZNK?(" + rb"|".join(
 _JIT_OPERATOR_LOOKUPS = re.compile(rb"_ZN5torch3jit(" + rb"|".join(str(len(n)).encode() + n for n in (
     b"getAllOperatorsFor", b"findOperatorFor", b"getOperatorForLiteral", b"getAllOperators",
     b"getAllSortedOperatorsFor", b"getOperatorsFor")) + rb")")
+# The AOTInductor C shim: PyTorch's kernels by C names (aoti_torch_cpu_mul_Tensor), some of them calling the backend's
+# kernel directly, past the dispatcher (the ninth red team's c11). No kernel of a candidate's needs them.
+_AOTI_SHIM = re.compile(rb"(?<![A-Za-z0-9_])(aoti_torch_(?:cpu|cuda|xpu|mps)_[A-Za-z0-9_]+)")
 _NESTED = re.compile(rb"_ZN(?:K)?(?=\d)")
 _IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 # Kernel names carry the backend or form they are for (softmax_cpu, add_out): the op is what is left.
@@ -88,6 +91,7 @@ def native_calls(blob: bytes, allowed: Iterable[str], is_op: Callable[[str], boo
               for name in _THREAD_STATE_CONTROLS.findall(blob)}
     found |= {f"the dispatcher itself (torch::jit::{name.decode().lstrip('0123456789')}: an op looked up by name)"
               for name in _JIT_OPERATOR_LOOKUPS.findall(blob)}
+    found |= {f"PyTorch's kernels through the AOTInductor C shim ({name.decode()})" for name in _AOTI_SHIM.findall(blob)}
     for path in mangled_paths(blob):
         if path[0] == "c10":
             if path[1:3] in _DISPATCH_CONTROL or path[1:2] in _DISPATCH_CONTROL:

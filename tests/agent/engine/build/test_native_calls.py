@@ -84,3 +84,10 @@ def test_an_op_looked_up_in_the_jits_operator_registry_is_found():
     # torch::jit::getAllOperatorsFor gave the ninth red team's c7 aten::silu with no at::_ops name in its binary.
     found = native_calls(_blob("_ZN5torch3jit18getAllOperatorsForEN3c106SymbolE"), ALLOWED, _is_op)
     assert found == ["the dispatcher itself (torch::jit::getAllOperatorsFor: an op looked up by name)"]
+
+
+def test_pytorchs_kernels_through_the_aot_inductor_c_shim_are_found():
+    # Some shims call the backend's kernel directly, past the dispatcher (the ninth red team's c11).
+    found = native_calls(b"\0aoti_torch_cpu_mul_Tensor\0aoti_torch_cuda_add_Tensor\0my_aoti_torch_cpu_x\0", ALLOWED, _is_op)
+    assert found == ["PyTorch's kernels through the AOTInductor C shim (aoti_torch_cpu_mul_Tensor)",
+                     "PyTorch's kernels through the AOTInductor C shim (aoti_torch_cuda_add_Tensor)"]
