@@ -141,10 +141,10 @@ PyObject* install(PyObject*, PyObject* args) {
                                        .needsOutputs(false)
                                        .needsIds(false));
   g_installed.store(true);
-  // On, here as on every thread, through the candidate's import and construction (not judged on this thread then): a
-  // thread-local state captured there and set back later, or handed to a task (at::launch carries it), has them on
-  // (the ninth red team's c3 and c7 captured them off). The harness's first disarm turns them off between calls, where
-  // its own work (inputs, projections) then pays nothing for them.
+  // On, here as on every thread, for good (this thread is judged only while armed): a thread-local state captured at
+  // any time and set back later, or handed to a task (at::launch carries it), has them on (the ninth red team's c3, c7
+  // and c14b captured them off, at the import and in the harness's own time). The harness's own work between calls
+  // pays the record functions' cost, a few tenths of a microsecond per op of its own.
   at::enableRecordFunction(true);
   Py_RETURN_NONE;
 }
@@ -152,9 +152,9 @@ PyObject* install(PyObject*, PyObject* args) {
 PyObject* set_mode(int mode) {
   g_switches.fetch_add(1);
   if (mode == kUnarmed) {
-    if (!at::isRecordFunctionEnabled()) g_left_off.fetch_add(1);
+    if (!at::isRecordFunctionEnabled()) g_left_off.fetch_add(1);  // switched off inside the call: a finding
     g_mode.store(kUnarmed);
-    at::enableRecordFunction(false);
+    at::enableRecordFunction(true);
   } else {
     t_depth = 0;
     g_mode.store(mode);

@@ -11,8 +11,8 @@ from state the candidate can change (`F.softmax.__name__`, `torch.ops.aten`).
 This observer is a RecordFunction callback for the whole process (what `torch.profiler` installs, `aten_watch.cpp`),
 installed before the candidate's import: PyTorch's dispatcher calls it for every operator call on every thread, by the
 operator's registered name, whatever mode stack, callback or thread the call came from. On the harness's thread it
-judges only while a call of the candidate's runs (record functions are off there otherwise, so the harness's own work
-pays nothing for it); on every other thread it judges always. An op of PyTorch's own namespaces outside the allow-list
+judges only while a call of the candidate's runs; on every other thread it judges always. Record functions stay on
+everywhere, so that no thread-local state captured or handed on at any time has them off. An op of PyTorch's own namespaces outside the allow-list
 is a finding at any depth, except the internals of an allowed GEMM or convolution (`INTERNALS`: a convolution's bias
 add, `resolve_conj`) inside one.
 
@@ -253,6 +253,7 @@ def start(payload: dict[str, Any], internals: frozenset[str] = INTERNALS) -> Obs
     observer = Observer(module, allowed, internals)
     watch_switches(observer.switched)
     watch_bypasses(observer)
+    watch_tensor_handles(observer)
     watch_pytorch_objects(observer.replaced)  # last: after the harness's own wrappers
     return observer
 
@@ -385,6 +386,26 @@ class _Named:
 
     def __init__(self, name: str, overload: str) -> None:
         self.name, self.overload_name = name, overload
+
+
+def watch_tensor_handles(observer: Observer) -> None:
+    """From now on, a tensor turned into a raw AOTInductor handle (or back) while the candidate's code is judged is a
+    finding: with the handles, ctypes reaches the C shim's functions in libtorch (aoti_torch_cpu_*), some of which run
+    the kernel directly, past the dispatcher (the ninth red team's c12; from an extension the binary scan reads them)."""
+    module = getattr(torch._C, "_aoti", None)
+    for name in ("unsafe_alloc_void_ptr_from_tensor", "unsafe_alloc_void_ptrs_from_tensors",
+                 "alloc_tensor_by_stealing_from_void_ptr", "alloc_tensors_by_stealing_from_void_ptrs"):
+        original = getattr(module, name, None) if module is not None else None
+        if original is not None:
+            setattr(module, name, _handing(original, name, observer))
+
+
+def _handing(original: Any, name: str, observer: Observer) -> Any:
+    def hand(*args: Any, **kwargs: Any) -> Any:
+        if observer.judging():
+            observer.bypassed.append(f"torch._C._aoti.{name} (the AOTInductor C shim's handles)")
+        return original(*args, **kwargs)
+    return hand
 
 
 def _overloads_made() -> list[Any]:
