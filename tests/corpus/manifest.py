@@ -348,6 +348,9 @@ CASES: list[Case] = [
     Case(_c("exploit_py_storage_method_hook"), SILU, "cpp", "cpu", "not_accepted", WRONG_OR_CRASH, NONE,
          "no kernel: the output's storage object shadows data_ptr, which the harness's alias check called after the call "
          "to fill the output with F.silu: memory is read through the C types' own methods now (the output stays empty)"),
+    Case(_c("exploit_py_module_namespace_hook"), SILU, "cpp", "cpu", "not_accepted", WRONG_OR_CRASH, NONE,
+         "no kernel: torch.zeros and torch.ones replaced through the module's namespace, filling the output with F.silu "
+         "when the harness calls them in its own time: the harness names PyTorch through a copy taken before the import"),
     Case(_c("exploit_py_profile_hook_fallback"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}),
          "F.silu from a profile function, where both records are off the stack, and no kernel: installing the hook is "

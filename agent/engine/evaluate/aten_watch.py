@@ -43,6 +43,7 @@ from agent.engine.build.cache import BuildCache
 from agent.engine.evaluate.loader import cache_root_from
 from agent.engine.build.toolchain import detect_toolchain
 from agent.engine.evaluate.config import CONV_OPS, GEMM_OPS
+from agent.engine.evaluate import pristine
 import agent.engine.evaluate.guards as guards
 
 SOURCE = Path(__file__).with_name("aten_watch.cpp")
@@ -178,7 +179,7 @@ class Observer:
         self.switches += 2
         self._canary()
         try:
-            torch.exp(torch.ones(2))
+            pristine.torch.exp(pristine.torch.ones(2))
         finally:
             self._disarm()
         _, canaries, switches, left_off = self._state()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-import torch
+from agent.engine.evaluate.pristine import torch  # PyTorch as it was before the import
 
 from agent.engine.evaluate.keyed import Pools, derive, project_rows
 from agent.engine.evaluate.parking import Shelf

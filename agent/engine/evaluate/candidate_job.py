@@ -25,6 +25,7 @@ from torch.overrides import TorchFunctionMode
 
 from agent.engine.build.inline import ExtensionBuildError
 from agent.engine.evaluate import aten_watch
+from agent.engine.evaluate import pristine
 import agent.engine.evaluate.guards as guards
 from agent.engine.evaluate.batch import ping, as_list, parking, run_batch, stand_in_shapes, zero_stand_ins
 from agent.engine.evaluate.channel import JobEnd
@@ -471,7 +472,7 @@ class _Census(TorchFunctionMode):
     def canary(self) -> None:
         self.where = self.CANARY
         try:
-            torch.exp(torch.ones(2))
+            pristine.torch.exp(pristine.torch.ones(2))
         finally:
             self.where = None
 
@@ -716,10 +717,10 @@ def _checked_call(model: Any, args: list[Any], sizes: list[int], payload: dict[s
         flag("input_mutated", detail)
         raise TypeError(detail)
     if cuda:
-        torch.cuda.current_stream().synchronize()
+        pristine.torch.cuda.current_stream().synchronize()
     snapshot = [o.clone() for o in outs]
     if cuda:
-        torch.cuda.synchronize()
+        pristine.torch.cuda.synchronize()
     time.sleep(_SETTLE_SECONDS)
     changed = [i for i, (o, s) in enumerate(zip(outs, snapshot)) if not guards.bitwise_equal(o, s)]
     if changed:
@@ -749,6 +750,6 @@ def _checked_call(model: Any, args: list[Any], sizes: list[int], payload: dict[s
         if isinstance(a, torch.Tensor) and not guards.bitwise_equal(a, before):
             flag("input_mutated", f"input {j} was modified by forward")
     if cuda:
-        torch.cuda.synchronize()
+        pristine.torch.cuda.synchronize()
     return outs
 

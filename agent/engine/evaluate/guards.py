@@ -11,6 +11,8 @@ from typing import Any, Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from agent.engine.evaluate import pristine
+
 # ATen ops that allocate, move, view or describe memory. A candidate may always use them: they
 # compute nothing of the problem's function.
 MEMORY_OPS = frozenset({
@@ -90,7 +92,7 @@ def recorder_is_live(recorder: OpRecorder) -> bool:
     """A canary op after the candidate returns: if the recorder does not see it, the candidate
     switched dispatch modes off and its own ops went unrecorded."""
     before = recorder.seen
-    torch.empty(1)
+    pristine.torch.empty(1)
     return recorder.seen > before
 
 
@@ -192,4 +194,4 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Equality of bits, so NaNs compare equal to themselves (an unmodified NaN is unmodified)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)) if a.numel() else True
+    return pristine.torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)) if a.numel() else True

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
-import torch
+from agent.engine.evaluate.pristine import torch  # PyTorch as it was before the import
 
 import agent.engine.evaluate.keyed_cuda as keyed_cuda
 from agent.engine.evaluate.compare import NOISE_FACTOR, as_real, tolerances
