@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import types
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +128,9 @@ class Observer:
         # own time, where this thread is not judged (a collection set off by the harness's own allocations).
         self._gc_callbacks = [id(c) for c in gc.callbacks]
         self._gc_reported = False
-        self.replaced: list[str] = []  # PyTorch's own functions and methods replaced (watch_pytorch_objects)
+        # torch.Tensor's own methods replaced or shadowed (the harness calls them on outputs in its own time; its calls of
+        # PyTorch's module-level functions go through pristine.py's copy instead)
+        self.replaced: list[str] = []
         self._replaced_reported = 0
         self._tensor_class = dict(vars(torch.Tensor))  # before the import: what the harness's method calls find
         self._tensor_hot = tuple(self._tensor_class.get(name) for name in _TENSOR_HOT)
@@ -207,8 +208,8 @@ class Observer:
             self._tensor_reported = True
         if len(self.replaced) > self._replaced_reported:
             fresh = sorted(set(self.replaced[self._replaced_reported:]))
-            findings.append("PyTorch's own functions or methods were replaced or added to (the harness calls them on "
-                            f"its own time, where no record judges): {', '.join(fresh[:8])}")
+            findings.append("torch.Tensor's own methods were replaced or added to (the harness calls them in its own "
+                            f"time, where no record judges): {', '.join(fresh[:8])}")
             self._replaced_reported = len(self.replaced)
         if len(self.bypassed) > self._bypassed_reported:
             fresh = self.bypassed[self._bypassed_reported:]
@@ -255,7 +256,6 @@ def start(payload: dict[str, Any], internals: frozenset[str] = INTERNALS) -> Obs
     watch_switches(observer.switched)
     watch_bypasses(observer)
     watch_tensor_handles(observer)
-    watch_pytorch_objects(observer.replaced)  # last: after the harness's own wrappers
     return observer
 
 
@@ -263,42 +263,6 @@ def start(payload: dict[str, Any], internals: frozenset[str] = INTERNALS) -> Obs
 # call (Observer.tensor_class_changed); the rest of the class is compared entry by entry after every checked call and
 # batch.
 _TENSOR_HOT = ("detach", "__iter__", "__len__", "__hash__")
-# PyTorch's modules whose functions the harness calls in its own time (inputs, projections, synchronisation): a public
-# function of theirs replaced ran the candidate's code there.
-_WATCHED_MODULES = ("torch", "torch.nn.functional", "torch.cuda", "torch.linalg", "torch.fft")
-
-
-def watch_pytorch_objects(replaced: list[str]) -> None:
-    """From now on, replacing (or deleting) a public function or class of PyTorch's main modules appends its name to
-    `replaced`, as it happens: each module's class becomes a subclass of its own that notes it. (Its state, such as
-    torch.cuda's flags, and its private names change as PyTorch runs; a new name is no replacement.)"""
-    for name in _WATCHED_MODULES:
-        module = sys.modules.get(name)
-        if module is not None and type(module).__setattr__ is types.ModuleType.__setattr__:
-            module.__class__ = _watched_module(type(module), replaced)
-
-
-def _watched_module(base: type, replaced: list[str]) -> type:
-    def noted(module: Any, name: str) -> None:
-        old = vars(module).get(name)
-        if not name.startswith("_") and old is not None and callable(old) and not isinstance(old, types.ModuleType):
-            replaced.append(f"{module.__name__}.{name}")
-
-    class Watched(base):  # type: ignore[misc, valid-type]
-        def __setattr__(self, name: str, value: Any) -> None:
-            if value is not vars(self).get(name):
-                noted(self, name)
-            super().__setattr__(name, value)
-
-        def __delattr__(self, name: str) -> None:
-            noted(self, name)
-            super().__delattr__(name)
-
-    Watched.__name__ = Watched.__qualname__ = base.__name__
-    Watched.__module__ = base.__module__
-    return Watched
-
-
 # PyTorch's Python switches of record functions: one thread's on or off, and every callback removed (the observer's
 # included). No kernel calls them; validation refuses their names, and a call made all the same is a finding.
 _SWITCHES = ((torch._C._autograd, "_enable_record_function"), (torch.autograd, "_enable_record_function"),

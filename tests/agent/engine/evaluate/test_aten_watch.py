@@ -161,24 +161,19 @@ def test_a_garbage_collector_callback_of_the_candidates_is_a_finding(payload):
     assert out["before"] == [] and len(out["added"]) == 1 and "gc.callbacks" in out["added"][0]
 
 
-def test_pytorchs_own_functions_replaced_are_findings_even_when_put_back(payload):
-    # The harness calls them in its own time, after a call (its projections, its alias checks): a replacement of the
-    # candidate's ran F.silu there, where no record judges. A module's notes are taken as the assignment happens.
+def test_torch_tensors_own_methods_replaced_are_findings_and_pytorchs_own_imports_are_not(payload):
+    # The harness calls them on outputs in its own time, where no record judges. Dynamo's and inductor's imports replace
+    # module-level functions of PyTorch's (torch.manual_seed), which the harness reaches through pristine.py's copy.
     out = _run(payload, """
-        torch.cuda._initialized = torch.cuda._initialized   # PyTorch's own state: no finding
-        report("state")
-        real = torch.dot
-        torch.dot = lambda a, b: real(a, b)
-        torch.dot = real                                      # put back before the harness looks
-        report("module")
+        import torch._dynamo, torch._inductor
+        report("imports")
         detach = torch.Tensor.detach
         torch.Tensor.detach = lambda self: detach(self)
         print(json.dumps({"after call": observer.tensor_class_changed()}))
         torch.Tensor.detach = detach
         report("tensor")
     """)
-    assert out["state"] == []
-    assert len(out["module"]) == 1 and out["module"][0].endswith("torch.dot")
+    assert out["imports"] == []
     assert out["after call"] is True and "torch.Tensor's methods (changed by the time a call returned)" in out["tensor"][0]
 
 
