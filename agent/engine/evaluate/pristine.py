@@ -4,12 +4,11 @@ candidate's job.
 The harness calls PyTorch in its own time there, between the candidate's calls (its inputs, its projections, its
 canaries), where no record judges. A function of PyTorch's replaced in its module's namespace ran the candidate's code
 right there: `vars(torch)["zeros"]` and `["ones"]`, replaced at import, filled the output with F.silu(x) + bias when
-the projection or the census's canary called them (the ninth red team's c15b, accepted with no kernel; a write through
-the module's namespace passes the module watch of aten_watch.py, which sees assignments). So the harness's modules on
-that path name PyTorch through a copy of its main namespaces taken here: the same function objects, found in a
-namespace the candidate's code is not handed. What those functions call in turn is PyTorch's own business (its
-internals replaced are code written against it; aten_watch.Observer.check compares its public functions after every
-check).
+the projection or the census's canary called them (the ninth red team's c15b, accepted with no kernel). Watching the
+modules' assignments does not do: a write through the namespace passes it, and Dynamo's and inductor's own imports
+replace functions there (torch.manual_seed). So the harness's modules on that path name PyTorch through a copy of its
+main namespaces taken here: the same function objects, found in a namespace the candidate's code is not handed. What
+those functions call in turn is PyTorch's own business (its internals replaced are code written against it).
 """
 from __future__ import annotations
 
