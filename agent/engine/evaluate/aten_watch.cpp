@@ -22,7 +22,7 @@ namespace {
 enum Verdict : int { kFree = 0, kAnchor = 1, kInternal = 2, kForbidden = 3 };
 
 std::unordered_set<std::string> g_allowed;     // qualified names: aten::mm, mkldnn::_linear_pointwise
-std::unordered_set<std::string> g_anchors;     // the allowed ops whose internals are theirs (GEMM, convolution)
+std::unordered_set<std::string> g_anchors;     // the allowed compute ops, whose internals are theirs
 std::unordered_set<std::string> g_internals;   // what an anchor may call inside itself
 std::unordered_set<std::string> g_namespaces;  // PyTorch's own op namespaces, read before the candidate's import
 std::string g_canary;                          // the op the harness runs to show the observer still sees calls
@@ -94,7 +94,9 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (depth == 0) {
     t_anchor = verdict == kAnchor;
     if (verdict >= kInternal) record(name, t_main == 1);
-  } else if (verdict == kForbidden || (verdict == kInternal && !t_anchor)) {
+  } else if (!t_anchor && verdict >= kInternal) {
+    // Inside an allowed compute op its own implementation runs (relu's clamp_min, a convolution's bias add): not
+    // judged. Inside anything else (a memory op) only memory ops may run.
     record(name, t_main == 1);
   }
   return nullptr;

@@ -12,9 +12,10 @@ This observer is a RecordFunction callback for the whole process (what `torch.pr
 installed before the candidate's import: PyTorch's dispatcher calls it for every operator call on every thread, by the
 operator's registered name, whatever mode stack, callback or thread the call came from. On the harness's thread it
 judges only while a call of the candidate's runs; on every other thread it judges always. Record functions stay on
-everywhere, so that no thread-local state captured or handed on at any time has them off. An op of PyTorch's own namespaces outside the allow-list
-is a finding at any depth, except the internals of an allowed GEMM or convolution (`INTERNALS`: a convolution's bias
-add, `resolve_conj`) inside one.
+everywhere, so that no thread-local state captured or handed on at any time has them off. An op of PyTorch's own
+namespaces outside the allow-list is a finding outermost, and inside a memory op (whose inside is memory ops and
+`INTERNALS`); inside an allowed compute op (a GEMM, a convolution, an op the config allows) its own implementation
+runs, not judged (relu is clamp_min inside; a convolution adds its bias).
 
 Like every check in the candidate's process it only counts against the candidate (docs/threat-model.md): its module
 can be reached from the candidate's code, which could switch it (each switch the harness did not make is counted,
@@ -41,7 +42,6 @@ import torch
 from agent.engine.build.cache import BuildCache
 from agent.engine.evaluate.loader import cache_root_from
 from agent.engine.build.toolchain import detect_toolchain
-from agent.engine.evaluate.config import CONV_OPS, GEMM_OPS
 from agent.engine.evaluate import pristine
 import agent.engine.evaluate.guards as guards
 
@@ -116,7 +116,9 @@ class Observer:
         self._state, self._found = module.state, module.found
         self._profiling = module.profiling
         allowed_names = qualified(allowed | guards.MEMORY_OPS)
-        anchors = qualified((GEMM_OPS | CONV_OPS) & allowed)
+        # Every allowed compute op (GEMM, convolution, and any the config adds): what runs inside one is its own
+        # implementation (relu is clamp_min inside), not judged; a memory op's inside is held to the memory ops.
+        anchors = qualified(frozenset(allowed) - guards.MEMORY_OPS)
         namespaces = sorted(guards.TORCH_NAMESPACES)
         module.install(sorted(allowed_names), sorted(anchors), sorted(internals - allowed_names), namespaces, CANARY)
         self.allowed_names = frozenset(allowed_names)

@@ -13,7 +13,7 @@ import pytest
 
 from agent.engine.build import BuildCache, ExtensionBuildError, InlineExtension, detect_toolchain, inline_key
 from agent.engine.build.inline import BuiltExtension, load_built_extension, module_name_for
-from agent.engine.evaluate import EvalConfig, Evaluator
+from agent.engine.evaluate import EvalConfig, Evaluator, aten_watch
 from agent.engine.sandbox import Job, Limits
 from agent.engine.verdict import Status
 
@@ -100,14 +100,19 @@ def test_poisoning_first_leaves_a_legitimate_verdict_and_its_binary_unchanged(ca
         assert not poisoned.accepted and re.search("sandbox held: all", poisoned.message), poisoned.message
         assert not (ev.cache_root / "baselines").exists() and not (ev.cache_root / "candidates").exists()
         assert not (ev.trusted_root / "baselines").exists()
-        assert not [p for p in _snapshot(ev.cache_root) if p.endswith(".so")], "nothing was built, nothing planted"
+        # The one binary there is the harness's own ATen observer, which the parent built (aten_watch.built).
+        observer = f"/{aten_watch._build_key()}/"
+        assert not [p for p in _snapshot(ev.cache_root) if p.endswith(".so") and observer not in p], \
+            "nothing was built, nothing planted"
         after = ev.evaluate(problem, candidate, CONFIG)
     assert (after.status, after.build.artifacts) == (clean.status, clean.build.artifacts), after.message
     assert after.build.artifacts and all(re.fullmatch("[0-9a-f]{64}", h) for h in after.build.artifacts.values())
 
 
 def _installed_so(ev: Evaluator) -> Path:
-    [so] = [p for p in ev.cache_root.rglob("*.so")]
+    """The candidate's one installed binary (the harness's own ATen observer, built by the parent, lies beside it)."""
+    observer = aten_watch._build_key()
+    [so] = [p for p in ev.cache_root.rglob("*.so") if observer not in p.parts]
     return so
 
 
