@@ -103,7 +103,6 @@ class _State:
         self.observer = observer
         self.exchange_fd, self.outputs_fd = exchange_fd, outputs_fd
         self.model: Any = None
-        self.params: list[Any] = []  # its parameters and buffers, read once at construction (_checked_call's alias check)
         self.seen: dict[int, list[Any]] = {}  # the inputs of checked calls 0 and 1, the timed batches' bases
         self.bases: list[list[Any]] = []
         # The null batch's stand-in outputs (zeros of the reference's output shapes, command "bases"): the harness's share
@@ -213,9 +212,6 @@ class _State:
         init = [reader.device_tensors(self.device, "init", i)[0] if isinstance(v, dict) and v.get("tensor") else v
                 for i, v in enumerate(command["init"])]
         self.model = build_model(self.module.ModelNew, init, int(command["weights_seed"]), self.device)
-        # Read here, once, where the candidate's own code runs anyway: called after each checked call, an override of
-        # parameters() ran its code in the harness's own time (the ninth red team's c13 and c14b).
-        self.params = [*self.model.parameters(), *self.model.buffers()] if hasattr(self.model, "parameters") else []
         names = command["weights"]
         state = {name: reader.device_tensors(self.device, "weight", i)[0] for i, name in enumerate(names)}
         mine = self.model.state_dict() if hasattr(self.model, "state_dict") else {}
@@ -233,7 +229,7 @@ class _State:
         flags: list[dict[str, str]] = []
         try:
             outs = _checked_call(self.model, args, self.sizes, self.payload, flags, self.census, self.seen.get(index),
-                                 self.observer, self.params)
+                                 self.observer)
         except BaseException as exc:  # noqa: BLE001 - what the checks found before it failed goes with the failure
             return {"fatal": True, "kind": "runtime_error", "error": _format_exception(exc), "flags": flags}
         self.sizes = [o.numel() * o.element_size() for o in outs]
@@ -651,6 +647,30 @@ def _refuse_in_child(name: str | None, types: Any, args: tuple, kwargs: dict | N
                            "counts only the job's own process, so compute there must be the candidate's own kernels")
 
 
+def _own_tensors(model: Any) -> list[torch.Tensor]:
+    """The model's parameters and buffers as they are now, read from its modules' own tables without calling any method
+    of the candidate's: an override of parameters(), which the harness used to call after each checked call, ran the
+    candidate's code in the harness's own time (the ninth red team's c13 and c14b). A parameter made in forward is
+    among them (exploit_cpp_alias_output_parameter)."""
+    found: list[torch.Tensor] = []
+    seen: set[int] = set()
+    pending = [model]
+    while pending and len(seen) < 100_000:
+        module = pending.pop()
+        if id(module) in seen or not issubclass(type(module), torch.nn.Module):
+            continue
+        seen.add(id(module))
+        tables = vars(module)
+        for name in ("_parameters", "_buffers"):
+            table = dict.get(tables, name)
+            if issubclass(type(table), dict):
+                found.extend(v for v in dict.values(table) if type(v) in (torch.Tensor, torch.nn.Parameter))
+        children = dict.get(tables, "_modules")
+        if issubclass(type(children), dict):
+            pending.extend(dict.values(children))
+    return found
+
+
 def _unbuilt(exc: UnbuiltExtension) -> dict[str, Any]:
     return {"fatal": True, "kind": "unbuilt", "error": str(exc), "specs": [exc.spec]}
 
@@ -672,7 +692,7 @@ def _poison(sizes: list[int], device: str) -> None:
 
 def _checked_call(model: Any, args: list[Any], sizes: list[int], payload: dict[str, Any],
                   flags: list[dict[str, str]], census: _Census, kept: list[Any] | None = None,
-                  observer: aten_watch.Observer | None = None, params: list[Any] | None = None) -> list[torch.Tensor]:
+                  observer: aten_watch.Observer | None = None) -> list[torch.Tensor]:
     """One correctness call with the in-process checks around it (advisory: see the module's docstring). `kept` is a
     copy of the inputs made already (calls 0 and 1 keep theirs as the timed batches' bases): the mutation check
     compares with it instead of a copy of its own (memory.py counts what is left)."""
@@ -739,7 +759,7 @@ def _checked_call(model: Any, args: list[Any], sizes: list[int], payload: dict[s
         flag(found["flag"], found["detail"])
     if recorder.downgrades:
         flag("precision_downgrade", "forward converted to lower precision: " + ", ".join(recorder.downgrades))
-    params = [p for p in params or [] if type(p) in (torch.Tensor, torch.nn.Parameter)]
+    params = _own_tensors(model)
     for i, o in enumerate(outs):
         for j, a in enumerate(args):
             if isinstance(a, torch.Tensor) and guards.overlaps(o, a):
