@@ -42,7 +42,7 @@ import torch
 from agent.engine.build.cache import BuildCache
 from agent.engine.evaluate.loader import cache_root_from
 from agent.engine.build.toolchain import detect_toolchain
-from agent.engine.evaluate import pristine
+import agent.engine.evaluate.pristine as pristine
 import agent.engine.evaluate.guards as guards
 
 SOURCE = Path(__file__).with_name("aten_watch.cpp")

@@ -24,8 +24,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from agent.engine.build.inline import ExtensionBuildError
-from agent.engine.evaluate import aten_watch
-from agent.engine.evaluate import pristine
+import agent.engine.evaluate.aten_watch as aten_watch
+import agent.engine.evaluate.pristine as pristine
 import agent.engine.evaluate.guards as guards
 from agent.engine.evaluate.batch import ping, as_list, parking, run_batch, stand_in_shapes, zero_stand_ins
 from agent.engine.evaluate.channel import JobEnd

@@ -28,7 +28,7 @@ from agent.engine.build.inline import inline_key, module_name_for
 from agent.engine.build.native_calls import native_calls
 from agent.engine.build.spec import InlineExtension
 from agent.engine.build.toolchain import detect_toolchain
-from agent.engine.evaluate import aten_watch
+import agent.engine.evaluate.aten_watch as aten_watch
 from agent.engine.evaluate.file_pool import FilePool
 from agent.engine.evaluate.codec import read_result
 from agent.engine.evaluate.config import ANY_OP, EvalConfig

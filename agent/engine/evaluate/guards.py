@@ -11,7 +11,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from agent.engine.evaluate import pristine
+import agent.engine.evaluate.pristine as pristine
 
 # ATen ops that allocate, move, view or describe memory. A candidate may always use them: they
 # compute nothing of the problem's function.
