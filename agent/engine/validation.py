@@ -145,7 +145,10 @@ _DISPATCH_CONTROLS = ("DisableTorchFunction", "_ExcludeDispatchKeyGuard", "_Incl
                       "getOperatorForLiteral", "aoti_torch_",
                       # A thread's dispatch state set wholesale (record functions and mode stacks with it)
                       "ThreadLocalState", "PythonTorchFunctionTLS", "TorchDispatchModeTLS", "PythonDispatcherTLS",
-                      "_RestorePythonTLSSnapshot")
+                      "_RestorePythonTLSSnapshot",
+                      # CUPTI, whose activity records the kernel census is (evaluate/kernel_census.py)
+                      "cuptiActivity", "cuptiFinalize", "cuptiSubscribe", "cuptiUnsubscribe", "libcupti",
+                      "kstudio_kernel_census")
 
 
 _DISPATCH_CONTROL_NAMES = re.compile("|".join(map(re.escape, sorted(_DISPATCH_CONTROLS, key=len, reverse=True))))

@@ -212,6 +212,9 @@ class Verdict:
     seconds: dict[str, float] = field(default_factory=dict)
     # The memory plan (agent/engine/evaluate/memory.py MemoryPlan.to_dict()): footprint, budget, mode; None where none was made.
     memory: dict[str, Any] | None = None
+    # The kernel census on a GPU (evaluate/kernel_census.py Judge.summary()): whether the parent judged CUPTI's records
+    # of every kernel the candidate's job ran, over how many batches, and its kernels by device time; None on the CPU.
+    kernel_census: dict[str, Any] | None = None
     version: int = VERDICT_VERSION
 
     @property

@@ -318,6 +318,10 @@ CASES: list[Case] = [
          "kernel: neither mode sees another thread's calls; the ATen observer sees every thread's"),
     Case(_c("exploit_py_native_thread_fallback"), SILU_GPU, "cuda", "cuda", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}), "the GPU run of the native-thread fallback"),
+    Case(_c("exploit_py_observer_switch_fallback"), SILU_GPU, "cuda", "cuda", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "F.silu + bias with the harness's own ATen observer, found through gc, switched off and on around it with its "
+         "own methods (its switch count stays right), no kernel: the kernel census sees PyTorch's kernels in the batches"),
     Case(_c("exploit_py_redispatch_fallback"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}),
          "F.silu and add_ through OpOverload.redispatch, past the dispatcher's record function and the Python key, no "

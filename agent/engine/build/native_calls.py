@@ -50,6 +50,10 @@ _JIT_OPERATOR_LOOKUPS = re.compile(rb"_ZN5torch3jit(" + rb"|".join(str(len(n)).e
 # The AOTInductor C shim: PyTorch's kernels by C names (aoti_torch_cpu_mul_Tensor), some of them calling the backend's
 # kernel directly, past the dispatcher (the ninth red team's c11). No kernel of a candidate's needs them.
 _AOTI_SHIM = re.compile(rb"(?<![A-Za-z0-9_])(aoti_torch_(?:cpu|cuda|xpu|mps)_[A-Za-z0-9_]+)")
+# CUPTI's switches: the kernel census (evaluate/kernel_census.py) is CUPTI's activity records, which these switch off,
+# take over or tear down. No kernel needs them.
+_CUPTI_CONTROLS = re.compile(rb"(?<![A-Za-z0-9_])(cupti(?:Activity|Finalize|Subscribe|Unsubscribe|EnableCallback|"
+                             rb"EnableDomain|EnableAllDomains)[A-Za-z0-9_]*)")
 _NESTED = re.compile(rb"_ZN(?:K)?(?=\d)")
 _IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 # Kernel names carry the backend or form they are for (softmax_cpu, add_out): the op is what is left.
@@ -92,6 +96,7 @@ def native_calls(blob: bytes, allowed: Iterable[str], is_op: Callable[[str], boo
     found |= {f"the dispatcher itself (torch::jit::{name.decode().lstrip('0123456789')}: an op looked up by name)"
               for name in _JIT_OPERATOR_LOOKUPS.findall(blob)}
     found |= {f"PyTorch's kernels through the AOTInductor C shim ({name.decode()})" for name in _AOTI_SHIM.findall(blob)}
+    found |= {f"CUPTI's switches, which the kernel census is ({name.decode()})" for name in _CUPTI_CONTROLS.findall(blob)}
     for path in mangled_paths(blob):
         if path[0] == "c10":
             if path[1:3] in _DISPATCH_CONTROL or path[1:2] in _DISPATCH_CONTROL:

@@ -27,23 +27,18 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import importlib.machinery
-import importlib.util
 import os
 import subprocess
-import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from agent.engine.build.cache import BuildCache
-from agent.engine.evaluate.loader import cache_root_from
 from agent.engine.build.toolchain import detect_toolchain
 import agent.engine.evaluate.pristine as pristine
 import agent.engine.evaluate.guards as guards
+import agent.engine.evaluate.harness_binary as harness_binary
 
 SOURCE = Path(__file__).with_name("aten_watch.cpp")
 MODULE = "kstudio_aten_watch"
@@ -84,14 +79,7 @@ def _build_key() -> str:
 def built(cache_root: str | os.PathLike[str] | None) -> dict[str, str]:
     """Trusted side: the observer's binary in the build cache (compiled once per toolchain, a few seconds), as what the
     candidate's job needs to load it and check it: the entry's key, the file and its sha256."""
-    cache = BuildCache(cache_root_from(str(cache_root) if cache_root else None))
-    key = _build_key()
-    entry, _ = cache.get_or_build(key, _compile)
-    if cache.verify(key):  # changed since it was installed: built afresh
-        cache.evict(key)
-        entry, _ = cache.get_or_build(key, _compile)
-    digest = hashlib.sha256(cache.read_verified(entry, _FILE)).hexdigest()
-    return {"key": key, "file": _FILE, "sha256": digest}
+    return harness_binary.built(cache_root, _build_key(), _FILE, _compile)
 
 
 def _compile(out: Path) -> dict[str, str]:
@@ -237,23 +225,7 @@ def start(payload: dict[str, Any], internals: frozenset[str] = INTERNALS) -> Obs
     allowed = frozenset(payload["allowed_ops"])
     if not described or "*" in allowed:
         return None
-    cache = BuildCache(cache_root_from(payload.get("cache_root")), read_only=True)
-    entry = cache.lookup(str(described["key"]))
-    if entry is None:
-        raise RuntimeError("the harness's ATen observer is missing from the build cache")
-    data = cache.read_verified(entry, _FILE)
-    if hashlib.sha256(data).hexdigest() != described["sha256"]:
-        raise RuntimeError("the harness's ATen observer in the build cache is not the one the parent built")
-    private = Path(tempfile.mkdtemp(prefix="aten-watch-"))  # the job's own TMPDIR (jobs.setup_device)
-    path = private / _FILE
-    path.write_bytes(data)
-    loader = importlib.machinery.ExtensionFileLoader(MODULE, str(path))
-    spec = importlib.util.spec_from_file_location(MODULE, path, loader=loader)
-    if spec is None:
-        raise RuntimeError("the harness's ATen observer could not be loaded")
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    sys.modules.pop(MODULE, None)  # not left where a lookup by name finds it
+    module = harness_binary.load(described, payload.get("cache_root"), MODULE, "the harness's ATen observer")
     observer = Observer(module, allowed, internals)
     watch_switches(observer.switched)
     watch_bypasses(observer)

@@ -25,6 +25,7 @@ from torch.overrides import TorchFunctionMode
 
 from agent.engine.build.inline import ExtensionBuildError
 import agent.engine.evaluate.aten_watch as aten_watch
+import agent.engine.evaluate.kernel_census as kernel_census
 import agent.engine.evaluate.pristine as pristine
 import agent.engine.evaluate.guards as guards
 from agent.engine.evaluate.batch import ping, as_list, parking, run_batch, stand_in_shapes, zero_stand_ins
@@ -57,6 +58,9 @@ def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
     watch_interpreter_hooks(census.hook_installed)  # and no interpreter hook runs its code where neither record looks
     # Beneath both: every ATen call of the process, on any thread, from inside any callback (aten_watch.py).
     observer = aten_watch.start(payload)
+    # And beneath everything of PyTorch's: every kernel the device runs, from CUPTI's records, judged by the parent
+    # (kernel_census.py). Its key leaves the payload here, before the import.
+    kernels, kernels_off = kernel_census.start(payload)
     # TorchScript runs its ops in C++, where the census (a Python function mode) never sees them, and the ATen
     # recorder is off in timed calls: a scripted fallback in timed calls only was accepted (session 40). With the
     # JIT off, torch.jit.script and torch.jit.trace hand back the Python function, whose calls are counted.
@@ -77,7 +81,8 @@ def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
         end.reply({"fatal": True, "kind": "runtime_error", "error": _format_exception(exc), "build_records": router.report()})
         return
     state = _State(module, device, payload, exchange_fd, outputs_fd, census, observer)
-    end.reply({"ready": True, "build_records": router.report()})
+    state.kernels = kernels
+    end.reply({"ready": True, "build_records": router.report(), "kernel_census": kernels_off or "on"})
     for command in end.commands():
         try:
             with torch.no_grad():  # as the reference's job handles its commands: the same conditions for both
@@ -101,6 +106,7 @@ class _State:
                  census: _Census, observer: aten_watch.Observer | None = None) -> None:
         self.module, self.device, self.payload, self.census = module, device, payload, census
         self.observer = observer
+        self.kernels: kernel_census.Census | None = None
         self.exchange_fd, self.outputs_fd = exchange_fd, outputs_fd
         self.model: Any = None
         self.seen: dict[int, list[Any]] = {}  # the inputs of checked calls 0 and 1, the timed batches' bases
@@ -178,6 +184,8 @@ class _State:
                 with torch.no_grad():
                     return {"profile": torch_profiler_summary(lambda: self.model(*args), device=self.device)}
             finally:
+                if self.kernels is not None:  # the profiler registered CUPTI callbacks of its own
+                    self.kernels.resume()
                 if self.observer is not None:
                     self.observer.disarm()
         if name == "exit":
@@ -185,9 +193,14 @@ class _State:
         raise ValueError(f"unknown command {name!r}")
 
     def _timed_batch(self, model: Any, keys: list[int]) -> dict[str, Any]:
-        """A timed batch of `model`'s calls, with what the op census saw in them (after it, one canary)."""
+        """A timed batch of `model`'s calls, with what the op census saw in them (after it, one canary), and the kernels
+        the device ran in it (kernel_census.py: a tally taken before it, which is not the batch's, and one after)."""
+        if self.kernels is not None:
+            self.kernels.take(0)
         reply = run_batch(_checked_outputs(model, self.stand_in_shapes, self.census, self.observer), self.bases, keys,
                           self.device, self.pools)
+        if self.kernels is not None:  # run_batch synchronised the device: every kernel of the batch has its record
+            reply["kernel_census"] = self.kernels.take(kernel_census.batch_token(keys))
         found = self.census.timed_findings() + (self.observer.check() if self.observer is not None else [])
         return {**reply, "flags": found} if found else reply
 

@@ -29,6 +29,7 @@ from agent.engine.build.native_calls import native_calls
 from agent.engine.build.spec import InlineExtension
 from agent.engine.build.toolchain import detect_toolchain
 import agent.engine.evaluate.aten_watch as aten_watch
+import agent.engine.evaluate.kernel_census as kernel_census
 from agent.engine.evaluate.file_pool import FilePool
 from agent.engine.evaluate.codec import read_result
 from agent.engine.evaluate.config import ANY_OP, EvalConfig
@@ -92,6 +93,7 @@ class Evaluator:
         self.output_files = FilePool()
         self._footprints: dict[str, dict[str, Any]] = {}  # problem key -> the footprint job's answer
         self._aten_watch: dict[str, str] | None = None  # the ATen observer's binary (aten_watch.built), once
+        self._census_binary: dict[str, str] | None = None  # the kernel census's ({} where it cannot be built), once
         self._beside = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kstudio-reference")
 
     def _sandbox_env(self) -> dict[str, str]:
@@ -433,11 +435,22 @@ class Evaluator:
             self._aten_watch = aten_watch.built(self.cache_root)
         return {"candidate_source": candidate_source, "device": cfg.device, "threads": cfg.threads,
                 "allowed_ops": allowed, "cache_root": str(self.cache_root), "cuda_arch": _cuda_arch(),
-                "built_keys": built_keys, "aten_watch": self._aten_watch if ANY_OP not in allowed else None}
+                "built_keys": built_keys, "aten_watch": self._aten_watch if ANY_OP not in allowed else None,
+                "kernel_census": self._kernel_census(cfg) if ANY_OP not in allowed else None}
+
+    def _kernel_census(self, cfg: EvalConfig) -> dict[str, str] | None:
+        """The kernel census for one job on a GPU: its binary (compiled here once, under a second) and a key of its own
+        (kernel_census.py); None on the CPU or where CUPTI's headers are missing."""
+        if cfg.device != "cuda":
+            return None
+        if self._census_binary is None:
+            self._census_binary = kernel_census.built(self.cache_root) or {}
+        return {**self._census_binary, "secret": secrets.token_hex(16)} if self._census_binary else None
 
     def _reference_payload(self, problem_source: str, cfg: EvalConfig, plan: TrialPlan) -> dict[str, Any]:
         return {"problem_source": problem_source, "device": cfg.device, "threads": cfg.threads,
-                "plan": plan.to_payload(), "rtol": cfg.rtol, "atol_scale": cfg.atol_scale, "wide_calls": cfg.wide_calls}
+                "plan": plan.to_payload(), "rtol": cfg.rtol, "atol_scale": cfg.atol_scale, "wide_calls": cfg.wide_calls,
+                "kernel_census": self._kernel_census(cfg)}
 
     def memory_plan(self, problem_source: str, cfg: EvalConfig, names: ProblemNames) -> memory.MemoryPlan:
         """The problem's footprint (traced once per problem and device by a sandboxed job, on meta tensors) against

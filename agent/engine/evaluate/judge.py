@@ -50,6 +50,7 @@ def judge(out: Outcome, cfg: EvalConfig, build: BuildInfo, compile_cached: dict[
     verdict.flags = [Finding(Flag(f["flag"]), f["detail"]) for f in out.flags if f["flag"] in _FLAG_NAMES]
     verdict.trials = [_trial(c) for c in out.comparisons]
     verdict.profile = out.profile
+    verdict.kernel_census = out.kernel_census or None
     if out.failure is not None:
         return _failed(verdict, out, cfg, job)
     labels = out.reference.get("labels", [])

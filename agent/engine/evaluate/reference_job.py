@@ -34,6 +34,7 @@ from agent.engine.evaluate.compare import Comparison, combined, compare_each, co
 from agent.engine.evaluate.exact import Float64Reference, synced_seconds
 from agent.engine.evaluate.jobs import PROBLEM_MODULE, hardware_facts, setup_device, work_estimate
 import agent.engine.evaluate.keyed_cuda as keyed_cuda
+import agent.engine.evaluate.kernel_census as kernel_census
 from agent.engine.evaluate.keyed import WIDE_EVERY, WIDE_SCALE, Pools, bound_of_figures, derive, few_outputs, project, \
     projection_bound, scaled, wide_sign
 from agent.engine.evaluate.loader import exec_module
@@ -54,13 +55,17 @@ def reference(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
     started = time.monotonic()
     try:
         setup_device(device, context["limits"], payload.get("threads"))
+        # The kernel census runs here as in the candidate's job (the same cost on both sides); its null batches' tallies
+        # are the harness's own share, which the parent holds the candidate's batches to (kernel_census.py).
+        kernels, kernels_off = kernel_census.start(payload)
         state = _State(payload, device, exchange_fd, outputs_fd, context["limits"])
+        state.kernels = kernels
     except BaseException as exc:  # noqa: BLE001 - the problem's own failure: the user's to fix
         end.reply({"fatal": True, "error": _describe(exc)})
         return
     end.reply({"ready": True, "labels": state.plan.labels(), "hardware": hardware_facts(device),
                "toolchain": {"torch": torch.__version__, "torch_cuda": torch.version.cuda},
-               "setup_seconds": time.monotonic() - started})
+               "setup_seconds": time.monotonic() - started, "kernel_census": kernels_off or "on"})
     for command in end.commands():
         try:
             reply = state.handle(command)
@@ -170,6 +175,7 @@ class _State:
         self.compiled: Any = None
         self.pools = Pools(0)
         self.probe_cycles = 0
+        self.kernels: kernel_census.Census | None = None
         # The last eager batch's keys and figures (batch.run_batch_figures): the expected projections and bounds of the
         # candidate's calls on the same keys, without running the reference again (the "expected" command).
         self.eager_figures: tuple[list[int], torch.Tensor] | None = None
@@ -431,7 +437,16 @@ class _State:
             fn = lambda *args: stand_ins  # noqa: E731 - the harness's share of a batch, without the call
         else:
             fn = self.compiled if model == "compile" else self.model
+        # Two tallies in every batch, as in the candidate's: what ran before it is not its, and what ran in it; only the
+        # null batch's (the harness's own share) goes to the parent. The same two takes in every job's batch keep the
+        # batches' costs alike.
+        if self.kernels is not None:
+            self.kernels.take(0)
         reply, figures = run_batch_figures(fn, self.bases, keys, self.device, self.pools)
+        if self.kernels is not None:
+            tally = self.kernels.take(kernel_census.batch_token(keys))
+            if model == "null":
+                reply["kernel_census"] = tally
         if model == "eager":
             self.eager_figures = (keys, figures) if figures is not None else None
         return reply

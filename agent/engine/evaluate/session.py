@@ -29,7 +29,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import agent.engine.evaluate.aten_watch as aten_watch
+import agent.engine.evaluate.kernel_census as kernel_census
 import agent.engine.evaluate.tensor_file as tensor_file
+from agent.engine.evaluate.guards import MEMORY_OPS
 from agent.engine.evaluate.channel import ChannelError, JobFailed, ParentEnd
 from agent.engine.evaluate.config import EvalConfig
 from agent.engine.evaluate.keyed import WIDE_EVERY, agree, is_wide
@@ -129,6 +132,7 @@ class Outcome:
     seconds: dict[str, float] = field(default_factory=dict)
     # Extensions the candidate's job asked for after its import (failure kind "unbuilt"): their requests, as data.
     unbuilt: list[dict[str, Any]] = field(default_factory=list)
+    kernel_census: dict[str, Any] = field(default_factory=dict)  # kernel_census.Judge.summary(), once timing is done
 
 
 # The flag raised when a stop of the candidate's job leaves a process of it running (sandbox/zygote.py _freeze).
@@ -170,6 +174,13 @@ class Session:
         # (file_pool.keep_pages): those are no more this candidate's doing than the protocol's own writes.
         self._held_at_start = {name: tensor_file.held_bytes(fd) for name, fd in self._files.items()}
         self.outcome = Outcome()
+        # The kernel census's parent side (kernel_census.py): each job's key, and what the candidate may run beyond
+        # the memory ops.
+        self.kernels = kernel_census.Judge(
+            (candidate_payload.get("kernel_census") or {}).get("secret"),
+            (reference_payload.get("kernel_census") or {}).get("secret"),
+            kernel_census.judged_ops(cfg.allowed_compute_ops() - MEMORY_OPS, aten_watch.INTERNALS))
+        self._cand_keys: list[int] = []
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kstudio-job")
         self.control = JobControl()
         self.ref = ParentEnd()
@@ -222,6 +233,7 @@ class Session:
                         out.variants[label] = Measured()
                         self._time(out.variants[label], variant=k, models=models)
                     out.seconds["timing.variants"] = time.monotonic() - t0 - out.seconds["timing"]
+                    self._judge_kernels()
         except _CandidateFailed:
             pass  # Outcome.failure says how; the reference's job still ends cleanly below
         finally:
@@ -451,6 +463,7 @@ class Session:
             self._ask_cand({"cmd": "batch", "keys": _keys(1)}, self._batch_seconds(1))
         self._ask_cand({"cmd": "ping"}, 60.0)  # woken after its stop, and its GPU context current
         try:
+            self._cand_keys = keys
             began = self.cand.send({"cmd": "batch", "keys": keys, **({"null": True} if null else {})})
         except ChannelError as exc:
             self._fail("runtime_error", str(exc))
@@ -499,6 +512,8 @@ class Session:
             reply, ended = self.ref.receive(self._batch_seconds(len(keys), reference=True))
         except ChannelError as exc:
             raise ProblemFailed(f"the reference's {model} batch failed: {exc}") from exc
+        if model == "null":
+            self.kernels.reference_null(reply, keys)
         probe, ms = pong.get("probe_ms"), reply.get("events_ms")
         return (ended - began, float(probe) if isinstance(probe, (int, float)) else None,
                 float(ms) if isinstance(ms, (int, float)) else float("nan"))
@@ -572,11 +587,24 @@ class Session:
             if hand_over:
                 self._hand_to_candidate()
             self._resume_candidate()
+            if command.get("cmd") == "batch":
+                self._cand_keys = list(command["keys"])
+            elif command.get("cmd") == "bases":
+                self.kernels.bases_sent()
             try:
                 self.cand.send(command)
             except ChannelError as exc:
                 self._fail("runtime_error", str(exc))
         return _CandidateReply(self._receive_cand(seconds or float(self.cfg.limits.wall_seconds) + _GRACE)[0], self._fail)
+
+    def _judge_kernels(self) -> None:
+        """The kernel census over every batch of the candidate's (kernel_census.py): what it found is the parent's own
+        finding, a `forbidden_torch_op`."""
+        found = self.kernels.findings()
+        self.outcome.kernel_census = self.kernels.summary()
+        if found and not any(f["flag"] == Flag.FORBIDDEN_TORCH_OP.value for f in self.outcome.flags):
+            self.outcome.flags.append({"flag": Flag.FORBIDDEN_TORCH_OP.value, "detail": "the kernel census (CUPTI's "
+                                       "records of every kernel the device ran, judged by the parent): " + "; ".join(found)})
 
     def _rejected(self) -> bool:
         """Whether a finding so far (the candidate's job's, e.g. the timed calls' op census, or the zygote's) already
@@ -601,6 +629,8 @@ class Session:
         try:
             reply = self.cand.receive(seconds)
             self._take_flags(reply[0])
+            if self.cand.last_command == "batch":
+                self.kernels.candidate_batch(reply[0], self._cand_keys)
             if self.cand.last_command == "call" and "layout" in reply[0]:
                 # Its outputs, as the reference's job reads them (the entries ("out", 0), ("out", 1), ...): outputs of the
                 # wrong shapes are the comparison's to judge, whatever they hold is theirs; nothing else is.

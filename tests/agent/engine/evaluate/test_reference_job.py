@@ -7,7 +7,7 @@ import agent.engine.evaluate.reference_job as reference_job
 
 def _state(device: str) -> reference_job._State:
     state = reference_job._State.__new__(reference_job._State)  # no problem needed: only the batch commands are used
-    state.device, state.parked, state.probe_cycles = device, False, 0
+    state.device, state.parked, state.probe_cycles, state.kernels = device, False, 0, None
     state.model, state.compiled, state.stand_ins, state.inputs, state.base_calls = None, None, [], {}, []
     state.pools, state.noise, state.wide_noise = object(), None, {}
     return state
