@@ -318,6 +318,11 @@ CASES: list[Case] = [
          "kernel: neither mode sees another thread's calls; the ATen observer sees every thread's"),
     Case(_c("exploit_py_native_thread_fallback"), SILU_GPU, "cuda", "cuda", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}), "the GPU run of the native-thread fallback"),
+    Case(_c("exploit_py_observer_switch_fallback"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "numpy in checked calls; F.silu + bias in timed ones with the harness's own ATen observer, found through gc, "
+         "switched off and on around it with its own methods and the op census's state set aside, no kernel: the "
+         "observer's counts, signed in its native module and judged by the parent, show switches the harness did not make"),
     Case(_c("exploit_py_observer_switch_fallback"), SILU_GPU, "cuda", "cuda", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}),
          "F.silu + bias with the harness's own ATen observer, found through gc, switched off and on around it with its "

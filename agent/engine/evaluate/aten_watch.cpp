@@ -2,11 +2,13 @@
 // installed before the candidate's import, that sees every operator call made through PyTorch's dispatcher on every
 // thread, whatever Python mode stack, callback or native thread it comes from. A plain CPython module (no pybind11,
 // no torch/extension.h): it builds in seconds and each call from Python costs what a builtin's does.
+#define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <ATen/record_function.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -14,6 +16,8 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "siphash.h"
 
 namespace {
 
@@ -192,7 +196,50 @@ PyObject* found(PyObject*, PyObject*) {
   return out;
 }
 
+uint64_t g_key[2] = {0, 0};  // the parent's key for this job (siphash.h), kept here alone
+bool g_keyed = false;
+long long g_takes = 0;
+
+// key(secret16) -> None: once, before the candidate's import.
+PyObject* set_key(PyObject*, PyObject* args) {
+  const char* secret = nullptr;
+  Py_ssize_t size = 0;
+  if (!PyArg_ParseTuple(args, "y#", &secret, &size)) return nullptr;
+  if (g_keyed || size != 16) {
+    PyErr_SetString(PyExc_RuntimeError, "the observer's key is set once, 16 bytes");
+    return nullptr;
+  }
+  std::memcpy(g_key, secret, 16);
+  g_keyed = true;
+  Py_RETURN_NONE;
+}
+
+// take(token) -> (text, tag): everything the observer has counted since it was installed (switches, canaries, left
+// off, every finding), with the count of takes, signed: the parent judges it (aten_watch.WatchJudge), so that nothing
+// in the candidate's Python stands between the observer and the verdict.
+PyObject* take(PyObject*, PyObject* args) {
+  unsigned long long token = 0;
+  if (!PyArg_ParseTuple(args, "K", &token)) return nullptr;
+  if (!g_keyed) {
+    PyErr_SetString(PyExc_RuntimeError, "the observer has no key");
+    return nullptr;
+  }
+  std::string text;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_takes += 1;
+    text = std::to_string(token) + "\t" + std::to_string(g_takes) + "\t" + std::to_string(g_canaries.load()) + "\t" +
+           std::to_string(g_switches.load()) + "\t" + std::to_string(g_left_off.load()) + "\n";
+    for (const auto& entry : g_found) text += std::to_string(entry.second) + "\t" + entry.first + "\n";
+  }
+  char tag[17];
+  std::snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(kstudio::siphash(g_key, text)));
+  return Py_BuildValue("(s#s)", text.data(), static_cast<Py_ssize_t>(text.size()), tag);
+}
+
 PyMethodDef kMethods[] = {
+    {"key", set_key, METH_VARARGS, "key(secret16): the parent's key, once"},
+    {"take", take, METH_VARARGS, "take(token) -> (text, tag): the observer's counts, signed"},
     {"install", install, METH_VARARGS, "install(allowed, anchors, internals, namespaces, canary)"},
     {"arm", arm, METH_NOARGS, "judge the harness's thread's calls (a candidate's call is running)"},
     {"disarm", disarm, METH_NOARGS, "stop judging the harness's thread (its own work follows)"},

@@ -30,6 +30,7 @@ import hashlib
 import os
 import subprocess
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ from agent.engine.build.toolchain import detect_toolchain
 import agent.engine.evaluate.pristine as pristine
 import agent.engine.evaluate.guards as guards
 import agent.engine.evaluate.harness_binary as harness_binary
+import agent.engine.evaluate.kernel_census as kernel_census
 
 SOURCE = Path(__file__).with_name("aten_watch.cpp")
 MODULE = "kstudio_aten_watch"
@@ -71,7 +73,7 @@ def qualified(names: frozenset[str] | set[str]) -> set[str]:
 
 def _build_key() -> str:
     toolchain = detect_toolchain()
-    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest = hashlib.sha256(SOURCE.read_bytes() + SOURCE.with_name("siphash.h").read_bytes())
     digest.update(toolchain.fingerprint().encode())
     return "aten-watch-" + digest.hexdigest()[:40]
 
@@ -103,6 +105,7 @@ class Observer:
         self._arm, self._disarm, self._canary = module.arm, module.disarm, module.canary_mode
         self._state, self._found = module.state, module.found
         self._profiling = module.profiling
+        self._take = module.take
         allowed_names = qualified(allowed | guards.MEMORY_OPS)
         # Every allowed compute op (GEMM, convolution, and any the config adds): what runs inside one is its own
         # implementation (relu is clamp_min inside), not judged; a memory op's inside is held to the memory ops.
@@ -158,6 +161,14 @@ class Observer:
         """Whether a call made now is the candidate's to answer for: on the harness's thread while a call of its runs,
         on any other thread always (as the C++ side judges)."""
         return self.armed or threading.get_ident() != self.main
+
+    def take(self, token: int) -> dict[str, str] | None:
+        """The observer's counts, signed by the module for the parent (WatchJudge), after check() ran its canary."""
+        try:
+            text, tag = self._take(token & (2**64 - 1))
+        except RuntimeError:  # no key: the parent sent none (it then judges nothing of this)
+            return None
+        return {"text": text, "tag": tag}
 
     def profiling(self) -> None:
         """Record functions on for the harness's own profiler (the profile command), its calls not judged."""
@@ -225,7 +236,11 @@ def start(payload: dict[str, Any], internals: frozenset[str] = INTERNALS) -> Obs
     allowed = frozenset(payload["allowed_ops"])
     if not described or "*" in allowed:
         return None
+    secret = described.pop("secret", None)  # out of the payload before the import: only the module keeps it
     module = harness_binary.load(described, payload.get("cache_root"), MODULE, "the harness's ATen observer")
+    if secret:
+        module.key(bytes.fromhex(str(secret)))
+    del secret
     observer = Observer(module, allowed, internals)
     watch_switches(observer.switched)
     watch_bypasses(observer)
@@ -357,3 +372,69 @@ def _overloads_made() -> list[Any]:
             if isinstance(packet, torch._ops.OpOverloadPacket):
                 found.extend(v for v in list(vars(packet).values()) if isinstance(v, torch._ops.OpOverload))
     return found
+
+
+@dataclass
+class Counts:
+    """One take of the observer's counts (aten_watch.cpp take): all since it was installed."""
+    take: int
+    canaries: int
+    switches: int
+    left_off: int
+    found: dict[str, int] = field(default_factory=dict)
+
+
+def read_counts(signed: Any, secret: str, token: int) -> Counts:
+    """A reply's counts, checked: signed under this job's key (kernel_census.siphash24) and taken for this command."""
+    header, *lines = kernel_census.signed_lines(signed, secret, "ATen observer's counts", "the observer")
+    try:
+        got, take, canaries, switches, left_off = (int(x) for x in header.split("\t"))
+        found = {name: int(count) for count, name in (line.split("\t", 1) for line in lines if line)}
+    except ValueError as exc:
+        raise ValueError(f"the ATen observer's counts are malformed: {exc}") from None
+    if got != token & (2**64 - 1):
+        raise ValueError("the ATen observer's counts were taken for another command")
+    return Counts(take, canaries, switches, left_off, found)
+
+
+class WatchJudge:
+    """The parent's side of the observer: every checked call's and batch's counts, signed by the native module, judged
+    against what the harness itself does. The harness switches the observer twice around each call of the candidate's
+    and twice for the canary after it (check), so a switch of anyone else's (the harness's own Observer found through
+    the garbage collector and switched off around F.silu: the ninth red team's c5) shows in the count however the
+    Python side's bookkeeping was changed; so do a removed callback (no canary), record functions left off, and every
+    op outside the allow-list, which no code in the candidate's process can take back."""
+
+    def __init__(self, secret: str | None) -> None:
+        self.on = bool(secret)
+        self._secret = secret or ""
+        self.last = Counts(0, 0, 0, 0)
+        self.extra = 0  # switches the harness made beside the calls and checks since the last take (the profiler's)
+
+    def reply(self, reply: dict[str, Any], token: int, calls: int) -> list[str]:
+        """What a reply to a checked call (calls=1) or a batch of `calls` shows against the candidate."""
+        if not self.on or reply.get("fatal"):
+            return []
+        try:
+            now = read_counts(reply.get("aten_watch"), self._secret, token)
+        except ValueError as exc:
+            return [str(exc)]
+        last, found = self.last, []
+        expected = last.switches + 2 * calls + 2 + self.extra
+        if now.take != last.take + 1:
+            found.append(f"its counts were taken by code other than the harness's (take {now.take}, where the harness "
+                         f"had asked for {last.take + 1})")
+        if now.switches != expected:
+            found.append(f"it was switched by code other than the harness's ({now.switches - last.switches} switches "
+                         f"where the harness made {expected - last.switches})")
+        if now.canaries <= last.canaries:
+            found.append("it no longer sees PyTorch's calls (its canary was not seen): its callback was removed or "
+                         "record functions were switched off")
+        if now.left_off > last.left_off:
+            found.append("record functions were switched off inside a call of the candidate's")
+        new = {name: n - last.found.get(name, 0) for name, n in now.found.items() if n > last.found.get(name, 0)}
+        if new:
+            names = ", ".join(f"{k} x{v}" for k, v in sorted(new.items(), key=lambda kv: -kv[1])[:8])
+            found.append(f"it saw PyTorch compute outside the allow-list: {names}")
+        self.last, self.extra = now, 0
+        return found

@@ -202,6 +202,8 @@ class _State:
         if self.kernels is not None:  # run_batch synchronised the device: every kernel of the batch has its record
             reply["kernel_census"] = self.kernels.take(kernel_census.batch_token(keys))
         found = self.census.timed_findings() + (self.observer.check() if self.observer is not None else [])
+        if self.observer is not None:  # after check()'s canary: the observer's own counts, signed, for the parent
+            reply["aten_watch"] = self.observer.take(kernel_census.batch_token(keys))
         return {**reply, "flags": found} if found else reply
 
     def _inputs(self, layout: Any, prefix: str, described: list[Any]) -> list[Any]:
@@ -249,6 +251,9 @@ class _State:
         writer = TensorFileWriter(self.outputs_fd)
         for j, out in enumerate(outs):
             writer.put(["out", j], out)
+        if self.observer is not None:  # after the call's check: the observer's own counts, signed, for the parent
+            return {"layout": writer.layout, "flags": flags,
+                    "aten_watch": self.observer.take(kernel_census.batch_token([-1 - index]))}
         return {"layout": writer.layout, "flags": flags}
 
 

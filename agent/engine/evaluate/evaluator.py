@@ -435,7 +435,9 @@ class Evaluator:
             self._aten_watch = aten_watch.built(self.cache_root)
         return {"candidate_source": candidate_source, "device": cfg.device, "threads": cfg.threads,
                 "allowed_ops": allowed, "cache_root": str(self.cache_root), "cuda_arch": _cuda_arch(),
-                "built_keys": built_keys, "aten_watch": self._aten_watch if ANY_OP not in allowed else None,
+                "built_keys": built_keys,
+                # the observer's binary, and a key of this job's with which it signs its counts for the parent
+                "aten_watch": {**self._aten_watch, "secret": secrets.token_hex(16)} if ANY_OP not in allowed else None,
                 "kernel_census": self._kernel_census(cfg) if ANY_OP not in allowed else None}
 
     def _kernel_census(self, cfg: EvalConfig) -> dict[str, str] | None:

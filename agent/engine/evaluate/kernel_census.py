@@ -83,7 +83,7 @@ FAMILIES: tuple[tuple[str, str, frozenset[str]], ...] = (
 )
 
 
-class CensusError(Exception):
+class CensusError(ValueError):
     """A tally the parent cannot take as the census's: not signed by it, another batch's, or malformed."""
 
 
@@ -99,7 +99,7 @@ class Tally:
 
 def _build_key() -> str:
     toolchain = detect_toolchain()
-    digest = hashlib.sha256(SOURCE.read_bytes())
+    digest = hashlib.sha256(SOURCE.read_bytes() + SOURCE.with_name("siphash.h").read_bytes())
     digest.update(toolchain.fingerprint().encode())
     return "kernel-census-" + digest.hexdigest()[:40]
 
@@ -236,17 +236,23 @@ def siphash24(key: bytes, data: bytes) -> int:
     return v[0] ^ v[1] ^ v[2] ^ v[3]
 
 
-def read(signed: Any, secret: str, token: int) -> Tally:
-    """A reply's tally, checked: signed under this evaluation's key and taken for this batch."""
+def signed_lines(signed: Any, secret: str, what: str, signer: str) -> list[str]:
+    """The lines of a text a native module of the harness signed (this census, the ATen observer's counts), once its
+    tag is checked under the job's key; CensusError says what was wrong, naming `what` and its `signer`."""
     if not isinstance(signed, dict) or not isinstance(signed.get("text"), str) or not isinstance(signed.get("tag"), str):
-        raise CensusError("the batch's reply carries no kernel census")
+        raise CensusError(f"the reply carries no {what}")
     text = signed["text"]
     if len(text) > 4 << 20:
-        raise CensusError("the batch's kernel census is larger than any batch's")
+        raise CensusError(f"the {what} is larger than {signer} ever makes it")
     tag = f"{siphash24(bytes.fromhex(secret), text.encode()):016x}"
     if not secrets.compare_digest(tag, signed["tag"]):
-        raise CensusError("the batch's kernel census is not signed by the census (its tag does not match)")
-    header, *lines = text.split("\n")
+        raise CensusError(f"the {what} is not signed by {signer} (its tag does not match)")
+    return text.split("\n")
+
+
+def read(signed: Any, secret: str, token: int) -> Tally:
+    """A reply's tally, checked: signed under this evaluation's key and taken for this batch."""
+    header, *lines = signed_lines(signed, secret, "kernel census", "the census")
     try:
         got_token, take, dropped, flushed = (int(x) for x in header.split("\t"))
         kernels: dict[str, tuple[int, int]] = {}

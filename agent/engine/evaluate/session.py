@@ -181,6 +181,9 @@ class Session:
             (reference_payload.get("kernel_census") or {}).get("secret"),
             kernel_census.judged_ops(cfg.allowed_compute_ops() - MEMORY_OPS, aten_watch.INTERNALS))
         self._cand_keys: list[int] = []
+        # The ATen observer's counts, signed in the candidate's job and judged here (aten_watch.WatchJudge).
+        self.watch = aten_watch.WatchJudge((candidate_payload.get("aten_watch") or {}).get("secret"))
+        self._cand_call = 0
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kstudio-job")
         self.control = JobControl()
         self.ref = ParentEnd()
@@ -591,11 +594,21 @@ class Session:
                 self._cand_keys = list(command["keys"])
             elif command.get("cmd") == "bases":
                 self.kernels.bases_sent()
+            elif command.get("cmd") == "call":
+                self._cand_call = int(command["index"])
+            elif command.get("cmd") == "profile":
+                self.watch.extra += 2  # the profiler's record functions on, and off again
             try:
                 self.cand.send(command)
             except ChannelError as exc:
                 self._fail("runtime_error", str(exc))
         return _CandidateReply(self._receive_cand(seconds or float(self.cfg.limits.wall_seconds) + _GRACE)[0], self._fail)
+
+    def _watched(self, found: list[str]) -> None:
+        """The ATen observer's counts, as judged here: a `forbidden_torch_op` of the parent's own."""
+        if found and not any(f["flag"] == Flag.FORBIDDEN_TORCH_OP.value for f in self.outcome.flags):
+            self.outcome.flags.append({"flag": Flag.FORBIDDEN_TORCH_OP.value, "detail": "the ATen observer (its counts, "
+                                       "signed in the candidate's job and judged by the parent): " + "; ".join(found)})
 
     def _judge_kernels(self) -> None:
         """The kernel census over every batch of the candidate's (kernel_census.py): what it found is the parent's own
@@ -631,6 +644,9 @@ class Session:
             self._take_flags(reply[0])
             if self.cand.last_command == "batch":
                 self.kernels.candidate_batch(reply[0], self._cand_keys)
+                self._watched(self.watch.reply(reply[0], kernel_census.batch_token(self._cand_keys), len(self._cand_keys)))
+            elif self.cand.last_command == "call":
+                self._watched(self.watch.reply(reply[0], kernel_census.batch_token([-1 - self._cand_call]), 1))
             if self.cand.last_command == "call" and "layout" in reply[0]:
                 # Its outputs, as the reference's job reads them (the entries ("out", 0), ("out", 1), ...): outputs of the
                 # wrong shapes are the comparison's to judge, whatever they hold is theirs; nothing else is.

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.engine.evaluate import aten_watch
+from agent.engine.evaluate.kernel_census import batch_token
 from agent.engine.evaluate.config import CONV_OPS, GEMM_OPS
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -19,6 +20,7 @@ PRELUDE = """
 import ctypes, json, sys, warnings
 import torch, torch.nn.functional as F
 from agent.engine.evaluate import aten_watch
+from agent.engine.evaluate.kernel_census import batch_token
 from agent.engine.evaluate.config import CONV_OPS, GEMM_OPS
 payload = json.loads(sys.argv[1])
 observer = aten_watch.start(payload)
@@ -185,3 +187,45 @@ def test_a_binary_that_is_not_the_parents_is_not_loaded(payload):
 
 def test_nothing_is_installed_where_every_op_is_allowed(payload):
     assert aten_watch.start({**payload, "allowed_ops": ["*"]}) is None
+
+
+def test_the_parent_judges_the_observers_signed_counts_whatever_the_python_side_says(payload):
+    # The harness's own Observer can be found through the garbage collector and switched off and on around F.silu
+    # (the ninth red team's c5), which keeps the Python side's count of its switches right; the counts the native
+    # module signs for the parent show the switches the harness did not make, and what ran while they were off
+    # elsewhere is beyond the candidate's reach.
+    secret = "5e" * 16
+    keyed = {**payload, "aten_watch": {**payload["aten_watch"], "secret": secret}}
+    out = _run(keyed, """
+        from agent.engine.evaluate.kernel_census import batch_token
+        assert "secret" not in payload["aten_watch"]  # out of the payload before any candidate code could read it
+        takes = []
+        def call(fn, token):
+            observer.arm()
+            try:
+                fn()
+            finally:
+                observer.disarm()
+            observer.check()
+            takes.append(observer.take(batch_token([token])))
+        call(lambda: torch.mm(x, w), 1)  # honest: an allowed op
+        def stepped_around():  # the candidate switching the harness's own observer
+            observer.disarm(); F.silu(x); observer.arm()
+        call(stepped_around, 2)
+        call(lambda: F.silu(x), 3)  # PyTorch compute outside the allow-list, seen
+        print(json.dumps({"takes": takes}))
+    """)
+    judge = aten_watch.WatchJudge(secret)
+    honest, switched, silu = out["takes"]
+    assert judge.reply({"aten_watch": honest}, batch_token([1]), 1) == []
+    found = judge.reply({"aten_watch": switched}, batch_token([2]), 1)
+    assert len(found) == 1 and "switched by code other than the harness's (6 switches where the harness made 4)" in found[0]
+    found = judge.reply({"aten_watch": silu}, batch_token([3]), 1)
+    assert len(found) == 1 and "aten::silu x1" in found[0]
+    # forged or replayed counts, and none at all
+    other = aten_watch.WatchJudge(secret)
+    assert "not signed" in other.reply({"aten_watch": {**honest, "text": honest["text"] + "1\taten::mm\n"}},
+                                       batch_token([1]), 1)[0]
+    assert "another command" in other.reply({"aten_watch": honest}, batch_token([9]), 1)[0]
+    assert "no ATen observer" in other.reply({}, batch_token([1]), 1)[0]
+    assert aten_watch.WatchJudge(None).reply({}, batch_token([1]), 1) == []
