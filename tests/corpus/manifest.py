@@ -318,6 +318,24 @@ CASES: list[Case] = [
          "kernel: neither mode sees another thread's calls; the ATen observer sees every thread's"),
     Case(_c("exploit_py_native_thread_fallback"), SILU_GPU, "cuda", "cuda", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}), "the GPU run of the native-thread fallback"),
+    Case(_c("exploit_py_observer_arm_swapped"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "the harness's Observer's captured native arm pointed at its disarm (the switch count stays exactly the "
+         "harness's), numpy through ctypes in checked calls, F.silu in timed ones: the harness's code, held by the "
+         "observer's native module before the import, is seen changed in its signed counts (the tenth red team's 1)"),
+    Case(_c("exploit_py_harness_class_patch"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "Observer.arm and _Census.arm patched at class level through sys.modules at import: the harness's classes "
+         "seen changed (the tenth red team's 2)"),
+    Case(_c("exploit_py_harness_derive_hook"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "batch.derive wrapped at import to compute F.silu + bias in the harness's own, unjudged time after each mix; "
+         "forward returns it (no switch at all): the harness's module seen changed (the tenth red team's 3)"),
+    Case(_c("exploit_py_gc_callbacks_rebound"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
+         frozenset({"forbidden_torch_op"}),
+         "a gc callback added to the interpreter's list, gc.callbacks rebound to an empty list, collections forced: "
+         "the callback fills forward's empty output with F.silu + bias after the call: gc's callbacks seen changed "
+         "(the tenth red team's 5)"),
     Case(_c("exploit_py_observer_switch_fallback"), SILU, "cpp", "cpu", "not_accepted", REJECTED,
          frozenset({"forbidden_torch_op"}),
          "numpy in checked calls; F.silu + bias in timed ones with the harness's own ATen observer, found through gc, "
@@ -430,8 +448,10 @@ CASES: list[Case] = [
     # its harness (1), slows every clock and the saved originals too (2), tells timed calls apart (3), hunts for
     # the reference and the inputs (4), switches the op recorder off (5). Class 6 (shared caches) is in
     # tests/agent/engine/build and tests/agent/engine/evaluate/test_cache_trust.py.
-    Case(_c("exploit_cpp_harness_rewrite"), SILU, "cpp", "cpu", "not_accepted", REJECTED, frozenset({"timed_output_mismatch"}),
-         "replaces every batch runner in sys.modules with one that skips the calls and reports made-up projections"),
+    Case(_c("exploit_cpp_harness_rewrite"), SILU, "cpp", "cpu", "not_accepted", REJECTED, frozenset({"forbidden_torch_op"}),
+         "replaces every batch runner in sys.modules with one that skips the calls and reports made-up projections: "
+         "since session 43 the harness's code, held by the observer's native module, is seen changed after the first "
+         "checked call (before, the parent's check of every timed call's projection found it: timed_output_mismatch)"),
     Case(_c("exploit_cpp_clock_and_saved_original"), SILU, "cpp", "cpu", "not_faster", ACCEPTED_OR_REJECTED, NONE,
          "kernel 4x slower than needed; every host clock and the harness's saved originals slowed 100x: the parent's "
          "clock shows it slower than eager", max_speedup=1.0),

@@ -16,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "siphash.h"
 
@@ -196,21 +197,109 @@ PyObject* found(PyObject*, PyObject*) {
   return out;
 }
 
-uint64_t g_key[2] = {0, 0};  // the parent's key for this job (siphash.h), kept here alone
-bool g_keyed = false;
+kstudio::GuardedKey g_key;  // the parent's key for this job (siphash.h), kept here alone
 long long g_takes = 0;
+
+// The harness's own code, as it was before the candidate's import: every callable entry of the harness's modules',
+// classes' and given objects' namespaces, held here with its function's code object, and gc's list of callbacks. The
+// candidate's Python can reach all of them (sys.modules, gc) and replace one, so that its code runs where the harness
+// calls it, in the harness's own time, unjudged (the tenth red team: batch.derive wrapped to run F.silu; the
+// observer's arm pointed at its disarm; gc.callbacks rebound). Each take compares them all; a change is in the counts.
+struct Watched {
+  PyObject* mapping;
+  PyObject* key;
+  PyObject* value;
+  PyObject* code;  // a function's __code__, which can be replaced in place; nullptr for anything else
+  std::string name;
+};
+std::vector<Watched> g_watched;
+PyObject* g_gc_dict = nullptr;
+PyObject* g_gc_list = nullptr;
+Py_ssize_t g_gc_length = 0;
+bool g_watching = false;
+
+// watch([(label, mapping), ...], gc_module_dict) -> count: once, before the candidate's import.
+PyObject* watch(PyObject*, PyObject* args) {
+  PyObject *namespaces, *gc_dict;
+  if (!PyArg_ParseTuple(args, "OO", &namespaces, &gc_dict)) return nullptr;
+  if (g_watching) {
+    PyErr_SetString(PyExc_RuntimeError, "the harness's code is watched already");
+    return nullptr;
+  }
+  PyObject* iterator = PyObject_GetIter(namespaces);
+  if (iterator == nullptr) return nullptr;
+  while (PyObject* pair = PyIter_Next(iterator)) {
+    const char* label = nullptr;
+    PyObject* mapping = nullptr;
+    if (!PyArg_ParseTuple(pair, "sO", &label, &mapping)) {
+      Py_DECREF(pair);
+      Py_DECREF(iterator);
+      return nullptr;
+    }
+    PyObject* items = PyMapping_Items(mapping);
+    if (items == nullptr) {
+      Py_DECREF(pair);
+      Py_DECREF(iterator);
+      return nullptr;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); ++i) {
+      PyObject* item = PyList_GET_ITEM(items, i);
+      PyObject* key = PyTuple_GET_ITEM(item, 0);
+      PyObject* value = PyTuple_GET_ITEM(item, 1);
+      if (!PyUnicode_Check(key) || !PyCallable_Check(value)) continue;
+      PyObject* code = PyFunction_Check(value) ? PyFunction_GetCode(value) : nullptr;
+      Py_INCREF(mapping);
+      Py_INCREF(key);
+      Py_INCREF(value);
+      Py_XINCREF(code);
+      g_watched.push_back(Watched{mapping, key, value, code, std::string(label) + "." + PyUnicode_AsUTF8(key)});
+    }
+    Py_DECREF(items);
+    Py_DECREF(pair);
+  }
+  Py_DECREF(iterator);
+  if (PyErr_Occurred()) return nullptr;
+  PyObject* list = PyDict_GetItemString(gc_dict, "callbacks");
+  if (list != nullptr && PyList_Check(list)) {
+    Py_INCREF(gc_dict);
+    Py_INCREF(list);
+    g_gc_dict = gc_dict;
+    g_gc_list = list;
+    g_gc_length = PyList_GET_SIZE(list);
+  }
+  g_watching = true;
+  return PyLong_FromSize_t(g_watched.size());
+}
+
+// What of the harness's code differs from what watch() held (names, at most a few), and how many entries.
+long long changed_code(std::string& names) {
+  long long changed = 0;
+  auto note = [&](const std::string& name) {
+    if (++changed <= 4) names += "~\t" + name + "\n";
+  };
+  for (const Watched& w : g_watched) {
+    PyObject* now = PyObject_GetItem(w.mapping, w.key);
+    if (now == nullptr) PyErr_Clear();
+    const bool same = now == w.value && (w.code == nullptr || PyFunction_GetCode(now) == w.code);
+    Py_XDECREF(now);
+    if (!same) note(w.name);
+  }
+  if (g_gc_list != nullptr) {
+    PyObject* now = PyDict_GetItemString(g_gc_dict, "callbacks");
+    if (now != g_gc_list || PyList_GET_SIZE(g_gc_list) != g_gc_length) note("gc.callbacks");
+  }
+  return changed;
+}
 
 // key(secret16) -> None: once, before the candidate's import.
 PyObject* set_key(PyObject*, PyObject* args) {
   const char* secret = nullptr;
   Py_ssize_t size = 0;
   if (!PyArg_ParseTuple(args, "y#", &secret, &size)) return nullptr;
-  if (g_keyed || size != 16) {
+  if (g_key.held() || size != 16 || !g_key.set(secret)) {
     PyErr_SetString(PyExc_RuntimeError, "the observer's key is set once, 16 bytes");
     return nullptr;
   }
-  std::memcpy(g_key, secret, 16);
-  g_keyed = true;
   Py_RETURN_NONE;
 }
 
@@ -220,25 +309,29 @@ PyObject* set_key(PyObject*, PyObject* args) {
 PyObject* take(PyObject*, PyObject* args) {
   unsigned long long token = 0;
   if (!PyArg_ParseTuple(args, "K", &token)) return nullptr;
-  if (!g_keyed) {
+  if (!g_key.held()) {
     PyErr_SetString(PyExc_RuntimeError, "the observer has no key");
     return nullptr;
   }
+  std::string changed_names;
+  const long long changed = changed_code(changed_names);  // with the GIL, before the lock
   std::string text;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_takes += 1;
     text = std::to_string(token) + "\t" + std::to_string(g_takes) + "\t" + std::to_string(g_canaries.load()) + "\t" +
-           std::to_string(g_switches.load()) + "\t" + std::to_string(g_left_off.load()) + "\n";
+           std::to_string(g_switches.load()) + "\t" + std::to_string(g_left_off.load()) + "\t" +
+           std::to_string(changed) + "\t" + std::to_string(g_watched.size()) + "\n" + changed_names;
     for (const auto& entry : g_found) text += std::to_string(entry.second) + "\t" + entry.first + "\n";
   }
   char tag[17];
-  std::snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(kstudio::siphash(g_key, text)));
+  std::snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(g_key.sign(text)));
   return Py_BuildValue("(s#s)", text.data(), static_cast<Py_ssize_t>(text.size()), tag);
 }
 
 PyMethodDef kMethods[] = {
     {"key", set_key, METH_VARARGS, "key(secret16): the parent's key, once"},
+    {"watch", watch, METH_VARARGS, "watch([(label, mapping)], gc_dict): the harness's code as it is now, once"},
     {"take", take, METH_VARARGS, "take(token) -> (text, tag): the observer's counts, signed"},
     {"install", install, METH_VARARGS, "install(allowed, anchors, internals, namespaces, canary)"},
     {"arm", arm, METH_NOARGS, "judge the harness's thread's calls (a candidate's call is running)"},

@@ -29,7 +29,9 @@ import gc
 import hashlib
 import os
 import subprocess
+import sys
 import threading
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,7 +231,33 @@ class Observer:
                  f"process, on every thread, armed before the import): {text}"} for text in findings]
 
 
-def start(payload: dict[str, Any], internals: frozenset[str] = INTERNALS) -> Observer | None:
+def watch_harness(module: Any, objects: tuple[Any, ...]) -> int:
+    """Before the candidate's import: the harness's code as it is now, held by the native module (aten_watch.cpp
+    watch), which compares it at every take. Every module of ours loaded by now, every class defined in one, the
+    given objects' own attributes (the observer's and the census's captured functions), and gc's callbacks."""
+    namespaces: list[tuple[str, Any]] = []
+    for name, loaded in sorted(sys.modules.items()):
+        if not (name == "agent" or name.startswith("agent.")) or loaded is None:
+            continue
+        space = vars(loaded)
+        namespaces.append((name, space))
+        namespaces += [(f"{name}.{value.__qualname__}", vars(value)) for value in list(space.values())
+                       if isinstance(value, type) and value.__module__ == name]
+        # and the harness's private copies of modules (pristine.py's namespaces, whose functions it calls)
+        copies = [(key, value) for key, value in space.items() if isinstance(value, types.ModuleType)
+                  and sys.modules.get(value.__name__) is not value]
+        while copies:
+            key, copy = copies.pop()
+            namespaces.append((f"{name}.{key}", vars(copy)))
+            copies += [(f"{key}.{k}", v) for k, v in vars(copy).items() if isinstance(v, types.ModuleType)
+                       and sys.modules.get(v.__name__) is not v]
+    namespaces += [(type(o).__qualname__ + " (its instance)", vars(o)) for o in objects]
+    namespaces.append(("gc", vars(gc)))
+    return int(module.watch(namespaces, vars(gc)))
+
+
+def start(payload: dict[str, Any], internals: frozenset[str] = INTERNALS,
+          objects: tuple[Any, ...] = ()) -> Observer | None:
     """In the candidate's job, before its import: the observer loaded from the build cache (the bytes checked against
     the parent's sha256) and installed. None where every op is allowed (nothing it could find)."""
     described = payload.get("aten_watch")
@@ -245,6 +273,7 @@ def start(payload: dict[str, Any], internals: frozenset[str] = INTERNALS) -> Obs
     watch_switches(observer.switched)
     watch_bypasses(observer)
     watch_tensor_handles(observer)
+    watch_harness(module, (observer, *objects))  # last: the wrappers above are part of it
     return observer
 
 
@@ -382,19 +411,24 @@ class Counts:
     switches: int
     left_off: int
     found: dict[str, int] = field(default_factory=dict)
+    changed: int = 0  # entries of the harness's code that differ from what they were before the import
+    changed_names: list[str] = field(default_factory=list)
+    watched: int = 0  # how many there are
 
 
 def read_counts(signed: Any, secret: str, token: int) -> Counts:
     """A reply's counts, checked: signed under this job's key (kernel_census.siphash24) and taken for this command."""
     header, *lines = kernel_census.signed_lines(signed, secret, "ATen observer's counts", "the observer")
     try:
-        got, take, canaries, switches, left_off = (int(x) for x in header.split("\t"))
-        found = {name: int(count) for count, name in (line.split("\t", 1) for line in lines if line)}
+        got, take, canaries, switches, left_off, changed, watched = (int(x) for x in header.split("\t"))
+        pairs = [line.split("\t", 1) for line in lines if line]
+        found = {name: int(count) for count, name in pairs if count != "~"}
+        changed_names = [name for mark, name in pairs if mark == "~"]
     except ValueError as exc:
         raise ValueError(f"the ATen observer's counts are malformed: {exc}") from None
     if got != token & (2**64 - 1):
         raise ValueError("the ATen observer's counts were taken for another command")
-    return Counts(take, canaries, switches, left_off, found)
+    return Counts(take, canaries, switches, left_off, found, changed, changed_names, watched)
 
 
 class WatchJudge:
@@ -432,6 +466,11 @@ class WatchJudge:
                          "record functions were switched off")
         if now.left_off > last.left_off:
             found.append("record functions were switched off inside a call of the candidate's")
+        if now.changed or not now.watched:
+            found.append("the harness's own code was replaced while the candidate's code was loaded (" +
+                         (", ".join(now.changed_names) if now.changed else "none of it was watched") +
+                         "): a function or method of the harness's, or gc's callbacks, runs the candidate's code where "
+                         "the harness calls it, in its own time, where nothing judges")
         new = {name: n - last.found.get(name, 0) for name, n in now.found.items() if n > last.found.get(name, 0)}
         if new:
             names = ", ".join(f"{k} x{v}" for k, v in sorted(new.items(), key=lambda kv: -kv[1])[:8])

@@ -57,7 +57,7 @@ def candidate(payload: dict[str, Any], result: BinaryIO, context: dict[str, Any]
     watch_forks(census.in_child)  # and a process forked from the job computes nothing of PyTorch's
     watch_interpreter_hooks(census.hook_installed)  # and no interpreter hook runs its code where neither record looks
     # Beneath both: every ATen call of the process, on any thread, from inside any callback (aten_watch.py).
-    observer = aten_watch.start(payload)
+    observer = aten_watch.start(payload, objects=(census,))
     # And beneath everything of PyTorch's: every kernel the device runs, from CUPTI's records, judged by the parent
     # (kernel_census.py). Its key leaves the payload here, before the import.
     kernels, kernels_off = kernel_census.start(payload)

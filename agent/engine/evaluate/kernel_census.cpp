@@ -55,7 +55,7 @@ std::map<std::string, Tally> kernels;  // since the last take, by demangled name
 uint64_t records_dropped = 0;
 uint64_t takes = 0;
 bool started = false;
-uint64_t key[2] = {0, 0};  // the census key (siphash.h), kept here alone
+kstudio::GuardedKey key;  // the census key (siphash.h), kept here alone
 
 constexpr size_t kBufferBytes = 8 << 20;
 constexpr size_t kAlign = 8;
@@ -140,7 +140,10 @@ PyObject* start(PyObject*, PyObject* args) {
     return nullptr;
   }
   if (!switch_on()) return nullptr;
-  std::memcpy(key, secret, 16);
+  if (!key.set(secret)) {
+    PyErr_SetString(PyExc_RuntimeError, "the census key could not be kept");
+    return nullptr;
+  }
   started = true;
   Py_RETURN_NONE;
 }
@@ -185,7 +188,7 @@ PyObject* take(PyObject*, PyObject* args) {
     records_dropped = 0;
   }
   char tag[17];
-  std::snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(kstudio::siphash(key, text)));
+  std::snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(key.sign(text)));
   return Py_BuildValue("(s#s)", text.data(), static_cast<Py_ssize_t>(text.size()), tag);
 }
 
@@ -196,14 +199,15 @@ PyObject* siphash_hex(PyObject*, PyObject* args) {
   const char* data = nullptr;
   Py_ssize_t size = 0;
   if (!PyArg_ParseTuple(args, "y#y#", &secret, &secret_size, &data, &size)) return nullptr;
-  if (secret_size != 16 || started) {
-    PyErr_SetString(PyExc_ValueError, "a 16-byte key, before the census starts");
+  if (secret_size != 16) {
+    PyErr_SetString(PyExc_ValueError, "a 16-byte key");
     return nullptr;
   }
-  std::memcpy(key, secret, 16);
+  uint64_t test_key[2];
+  std::memcpy(test_key, secret, 16);
   char tag[17];
-  std::snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(kstudio::siphash(key, std::string(data, size))));
-  key[0] = key[1] = 0;
+  std::snprintf(tag, sizeof(tag), "%016llx",
+                static_cast<unsigned long long>(kstudio::siphash(test_key, std::string(data, size))));
   return PyUnicode_FromString(tag);
 }
 

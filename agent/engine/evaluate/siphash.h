@@ -3,8 +3,12 @@
 // from the module holding the key. The parent checks it with kernel_census.siphash24.
 #pragma once
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace kstudio {
@@ -36,5 +40,39 @@ inline uint64_t siphash(const uint64_t key[2], const std::string& data) {
   for (int r = 0; r < 4; ++r) sip_round(v0, v1, v2, v3);
   return v0 ^ v1 ^ v2 ^ v3;
 }
+
+// The key on a page of its own that no one can read between signatures (PROT_NONE): the candidate's Python shares
+// this process and can read any readable memory with ctypes; a key kept in the module's .bss was found by trying
+// every 16 bytes there against one signed report (the tenth red team). Reading this page first takes an mprotect of
+// its own, through a pointer it must find: code written against this harness in native terms, still not impossible.
+class GuardedKey {
+ public:
+  bool set(const char* secret) {
+    if (page_ != nullptr) return false;
+    const long size = sysconf(_SC_PAGESIZE);
+    void* page = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) return false;
+    std::memcpy(page, secret, 16);
+    mprotect(page, size, PROT_NONE);
+    page_ = page;
+    size_ = size;
+    return true;
+  }
+  bool held() const { return page_ != nullptr; }
+  uint64_t sign(const std::string& data) const {
+    uint64_t key[2] = {0, 0};
+    mprotect(page_, size_, PROT_READ);
+    std::memcpy(key, page_, 16);
+    mprotect(page_, size_, PROT_NONE);
+    const uint64_t tag = siphash(key, data);
+    volatile uint64_t* wipe = key;
+    wipe[0] = wipe[1] = 0;
+    return tag;
+  }
+
+ private:
+  void* page_ = nullptr;
+  long size_ = 0;
+};
 
 }  // namespace kstudio

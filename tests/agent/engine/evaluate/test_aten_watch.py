@@ -229,3 +229,41 @@ def test_the_parent_judges_the_observers_signed_counts_whatever_the_python_side_
     assert "another command" in other.reply({"aten_watch": honest}, batch_token([9]), 1)[0]
     assert "no ATen observer" in other.reply({}, batch_token([1]), 1)[0]
     assert aten_watch.WatchJudge(None).reply({}, batch_token([1]), 1) == []
+
+
+def swapped_changed(signed: dict, secret: str) -> int:
+    return aten_watch.read_counts(signed, secret, batch_token([3])).changed
+
+
+def test_the_harnesss_own_code_replaced_after_the_import_is_in_the_signed_counts(payload):
+    # The tenth red team: batch.derive wrapped to run F.silu in the harness's own time, the observer's captured arm
+    # pointed at its disarm, gc.callbacks rebound, pristine's copy of torch patched: each keeps the switch count right
+    # and is seen only as the harness's code changed, which the native module compares at every take.
+    secret = "a7" * 16
+    keyed = {**payload, "aten_watch": {**payload["aten_watch"], "secret": secret}}
+    out = _run(keyed, """
+        import gc
+        from agent.engine.evaluate import guards, pristine  # loaded with the observer, before the watch
+        from agent.engine.evaluate.kernel_census import batch_token
+        takes = []
+        def step(token):
+            observer.arm(); observer.disarm(); observer.check()
+            takes.append(observer.take(batch_token([token])))
+        step(1)
+        guards.bitwise_equal = lambda *a, **k: True
+        step(2)
+        observer._arm = observer._disarm
+        pristine.torch.zeros = lambda *a, **k: None
+        step(3)
+        gc.callbacks = []
+        step(4)
+        print(json.dumps({"takes": takes}))
+    """)
+    judge = aten_watch.WatchJudge(secret)
+    first, derived, swapped, rebound = out["takes"]
+    assert judge.reply({"aten_watch": first}, batch_token([1]), 1) == []
+    assert "guards.bitwise_equal" in judge.reply({"aten_watch": derived}, batch_token([2]), 1)[0]
+    found = judge.reply({"aten_watch": swapped}, batch_token([3]), 1)[0]
+    assert "Observer (its instance)._arm" in found and "pristine.torch.zeros" in found
+    rebound_counts = aten_watch.read_counts(rebound, secret, batch_token([4]))
+    assert rebound_counts.changed == swapped_changed(swapped, secret) + 1  # names past the first four are counted only
