@@ -252,23 +252,40 @@ THREAD_CALL = """    Rows other{xp, bp, yp, rows / 2, rows, cols};
 IDLE_NULLS = '''
 
 def _idle_null_batches() -> None:
+    # The job's state object, found through gc at the first call, given a handle of its own: since session 43 the
+    # harness's classes and modules are held as they were before the import (a patch of _State.handle is a finding
+    # of its own), but an instance made after it is data (docs/threat-model.md), and this test is of the CPU rule.
+    import gc
     import sys
     import time
     job = sys.modules.get("agent.engine.evaluate.candidate_job")
     if job is None:
         return
-    original = job._State.handle
+    for state in gc.get_objects():
+        if type(state) is job._State and "handle" not in vars(state):
+            original = state.handle
 
-    def handle(self, command):
-        if command.get("cmd") == "batch" and command.get("null"):
-            time.sleep(0.3)
-            return {"projections": []}
-        return original(self, command)
+            def handle(command, original=original):
+                if command.get("cmd") == "batch" and command.get("null"):
+                    reply = original(command)  # its signed counts as the parent wants them (session 43)
+                    time.sleep(0.3)
+                    reply.pop("null", None)
+                    return reply
+                return original(command)
 
-    job._State.handle = handle
+            state.handle = handle
 
 
-_idle_null_batches()
+_unwrapped = ModelNew.forward
+
+
+def _forward(self, *args):
+    ModelNew.forward = _unwrapped  # once, at the first (checked) call: the state exists by then
+    _idle_null_batches()
+    return _unwrapped(self, *args)
+
+
+ModelNew.forward = _forward
 '''
 
 
