@@ -604,20 +604,20 @@ class Session:
                 self._fail("runtime_error", str(exc))
         return _CandidateReply(self._receive_cand(seconds or float(self.cfg.limits.wall_seconds) + _GRACE)[0], self._fail)
 
-    def _watched(self, found: list[str]) -> None:
-        """The ATen observer's counts, as judged here: a `forbidden_torch_op` of the parent's own."""
+    def _forbidden(self, source: str, found: list[str]) -> None:
+        """What a signed record judged here found (the observer's counts, the kernel census): a `forbidden_torch_op` of
+        the parent's own, once."""
         if found and not any(f["flag"] == Flag.FORBIDDEN_TORCH_OP.value for f in self.outcome.flags):
-            self.outcome.flags.append({"flag": Flag.FORBIDDEN_TORCH_OP.value, "detail": "the ATen observer (its counts, "
-                                       "signed in the candidate's job and judged by the parent): " + "; ".join(found)})
+            self.outcome.flags.append({"flag": Flag.FORBIDDEN_TORCH_OP.value, "detail": f"{source}: " + "; ".join(found)})
+
+    def _watched(self, found: list[str]) -> None:
+        self._forbidden("the ATen observer (its counts, signed in the candidate's job and judged by the parent)", found)
 
     def _judge_kernels(self) -> None:
-        """The kernel census over every batch of the candidate's (kernel_census.py): what it found is the parent's own
-        finding, a `forbidden_torch_op`."""
-        found = self.kernels.findings()
+        """The kernel census over every batch of the candidate's (kernel_census.py)."""
         self.outcome.kernel_census = self.kernels.summary()
-        if found and not any(f["flag"] == Flag.FORBIDDEN_TORCH_OP.value for f in self.outcome.flags):
-            self.outcome.flags.append({"flag": Flag.FORBIDDEN_TORCH_OP.value, "detail": "the kernel census (CUPTI's "
-                                       "records of every kernel the device ran, judged by the parent): " + "; ".join(found)})
+        self._forbidden("the kernel census (CUPTI's records of every kernel the device ran, judged by the parent)",
+                        self.kernels.findings())
 
     def _rejected(self) -> bool:
         """Whether a finding so far (the candidate's job's, e.g. the timed calls' op census, or the zygote's) already
